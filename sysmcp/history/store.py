@@ -12,6 +12,7 @@ Nothing here raises to a tool.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -204,6 +205,12 @@ class Store:
             if isinstance(exc, sqlite3.Error) and store._is_busy(exc):
                 store.close()  # a moment's lock (another process merging its WAL): the next use tries again
                 return store
+            if store._dir is not None and store._is_full(exc):
+                # A full disk is freed again: each write until then says it was not saved, and the first
+                # one after makes the schema (``_connect``), instead of history off for the process's life.
+                store.close()
+                _warn_once("history write failed: disk full", "disk full", what="the history store")
+                return store
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:
                     store._start_afresh("the database could not be read")
@@ -371,6 +378,15 @@ class Store:
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         return code in _BUSY or "locked" in str(exc)
 
+    def _is_full(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the state filesystem being full (or over quota)."""
+        if isinstance(exc, OSError):
+            return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not isinstance(exc, sqlite3.Error):
+            return False
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        return code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full())
+
     @staticmethod
     def _is_corrupt(exc: sqlite3.Error) -> bool:
         code = getattr(exc, "sqlite_errorcode", None)
@@ -387,12 +403,11 @@ class Store:
                     row_id = work(db)
                 return WriteResult(True, None, row_id if isinstance(row_id, int) else None)
             except sqlite3.Error as exc:
-                code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
                 if self._is_busy(exc):
                     return WriteResult(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
-                if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
+                if self._is_full(exc):
                     _warn_once("history write failed: disk full", "disk full", what=what)
                     return WriteResult(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:

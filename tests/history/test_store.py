@@ -234,6 +234,44 @@ def test_a_full_disk_skips_the_snapshot_and_says_so(tmp_path: Path) -> None:
     assert report["enabled"] and report["readable"] == oks.count(True)  # what was saved is still there
 
 
+FULL_AT_START = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
+    target = Path(sys.argv[1])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(target)], check=True)
+    from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Series
+    from sysmcp.history.store import Store
+    try:
+        with open(target / "filler", "wb") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+    except OSError:
+        pass
+    store = Store.open(target / "state")
+    when_full = store.save_scan(ScanSnapshot(Series("h", "1:1/0", b"/", "{}"), 1.0, False, 1, {b"": DirTotals(1, 1, 1)}))
+    os.unlink(target / "filler")
+    freed = store.save_scan(ScanSnapshot(Series("h", "1:1/0", b"/", "{}"), 2.0, False, 1, {b"": DirTotals(1, 1, 1)}))
+    modes = {n: oct(os.stat(target / "state" / n).st_mode & 0o777) for n in os.listdir(target / "state")}
+    print(json.dumps({"when_full": [when_full.ok, when_full.reason], "freed": [freed.ok, freed.reason],
+                      "enabled": store.enabled, "listed": len(store.snapshots()), "modes": modes}))
+    """
+)
+
+
+@pytest.mark.skipif(can_mount() is not None, reason=str(can_mount()))
+def test_a_disk_full_when_the_store_opens_leaves_history_on_for_when_space_is_freed(tmp_path: Path) -> None:
+    """A server started while its state filesystem is full: each write says the disk is full, and once
+    space is freed history records again, instead of being off for the server's life."""
+    done = in_private_mount_namespace(FULL_AT_START, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["when_full"][0] is False and "full" in report["when_full"][1], report
+    assert report["freed"] == [True, None] and report["enabled"] and report["listed"] == 1, report
+    assert set(report["modes"].values()) == {"0o600"}, report
+
+
 def test_retention_keeps_one_per_hour_day_and_week_and_nothing_older() -> None:
     hour, day = 3600.0, 86400.0
     now = 400 * day
