@@ -531,6 +531,10 @@ def test_fleet_host_files_that_replace_files_already_there_say_so(
 def test_stdout_on_a_full_disk_is_one_write_error_line_and_exit_1_as_sha256sum_not_a_traceback(
     tmp_path: Path, arguments: tuple[str, ...]
 ) -> None:
+    if arguments[0] == "history":  # a history to list (with none kept there, it says so on stderr)
+        from sysmcp.history.store import Store
+
+        Store.open(tmp_path).close()
     with open("/dev/full", "w") as full:
         done = subprocess.run(
             [*SYSMCP, *arguments, *(["--state-dir", str(tmp_path)] if arguments[0] == "history" else [])],

@@ -102,3 +102,104 @@ def test_history_reclaim_under_root_names_no_kept_copy_outside_the_roots(tmp_pat
     assert listed.returncode == EXIT_OK, listed.stderr
     assert extra in listed.stdout and "secret-kept" not in listed.stdout
     assert "kept copy outside the allowed roots" in listed.stdout
+
+
+def test_history_of_a_missing_state_directory_says_so_and_makes_nothing(tmp_path: Path) -> None:
+    """A listing creates nothing: a mistyped --state-dir (or sudo's other HOME) is named, not made into
+    an empty history."""
+    missing = tmp_path / "typo" / "state"
+    for reclaim in ([], ["--reclaim"]):
+        listed = sysmcp("history", *reclaim, "--state-dir", str(missing))
+        assert listed.returncode == EXIT_OK and listed.stdout == "", listed.stderr
+        assert f"no history is kept in {missing}" in listed.stderr
+    assert not (tmp_path / "typo").exists()
+    missing.mkdir(parents=True, mode=0o700)  # a directory with no database in it yet: none made there either
+    assert sysmcp("history", "--state-dir", str(missing)).returncode == EXIT_OK
+    assert list(missing.iterdir()) == []
+
+
+def test_history_limit_counts_what_the_roots_show_and_any_number_is_taken(tmp_path: Path) -> None:
+    """--limit N is the newest N the roots let it list, not the newest N of which the roots then hide
+    some; a limit beyond SQLite's integers lists everything instead of a traceback."""
+    from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Series
+    from sysmcp.history.store import Store
+
+    state = tmp_path / "state"
+    store = Store.open(state)
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    for n, root in enumerate([inside / "a", inside / "b", *(tmp_path / f"out{i}" for i in range(5))]):
+        series = Series("h", "8:1/0", os.fsencode(root), "{}")
+        store.save_scan(ScanSnapshot(series, 1e9 + n, False, 1 << 20, {b"": DirTotals(1, 1, 1)}))
+    store.close()
+    listed = sysmcp("history", "--state-dir", str(state), "--root", str(tmp_path / "inside"), "--limit", "2")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert [line.split()[-1] for line in listed.stdout.splitlines()[2:]] == [
+        str(inside / "b"),
+        str(inside / "a"),
+    ]
+    everything = sysmcp("history", "--state-dir", str(state), "--limit", str(10**30))
+    assert (everything.returncode, everything.stderr) == (EXIT_OK, ""), everything.stderr
+    assert len(everything.stdout.splitlines()) == 2 + 7
+
+
+def test_history_reclaim_limit_counts_the_actions_the_roots_show(tmp_path: Path) -> None:
+    from sysmcp.history.store import Store
+    from sysmcp.reclaim import ActionLog, LogRecord
+
+    inside, state = tmp_path / "inside", tmp_path / "state"
+    inside.mkdir()
+    actions = ActionLog(Store.open(state), lambda: 1e9)
+    for n, path in enumerate(
+        [inside / "old.iso", inside / "new.iso", *(tmp_path / f"out{i}" for i in range(3))]
+    ):
+        actions.record(
+            LogRecord(1e9 + n, "p1", f"stale-{n}", str(path), "delete", "done", None, 4096, 4096, None)
+        )
+    assert actions.flush() is None
+    listed = sysmcp("history", "--reclaim", "--state-dir", str(state), "--root", str(inside), "--limit", "1")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert str(inside / "new.iso") in listed.stdout and "1 action," in listed.stdout, listed.stdout
+
+
+def test_history_of_a_store_it_cannot_read_says_so_and_exits_1_not_an_empty_listing(tmp_path: Path) -> None:
+    """A store another process holds locked (or one found damaged) lists nothing: the listing must not
+    then read as 'nothing kept' ('0 actions, 0 B freed')."""
+    import sqlite3
+
+    from sysmcp.history.store import Store
+
+    state = tmp_path / "state"
+    Store.open(state).close()
+    holder = sqlite3.connect(state / "history.sqlite3", isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # held until it closes
+    try:
+        for reclaim in ([], ["--reclaim"]):
+            listed = sysmcp("history", *reclaim, "--state-dir", str(state))
+            assert listed.returncode == 1 and listed.stdout.count("\n") <= 1, listed.stdout
+            assert "could not be read (database is locked): nothing listed" in listed.stderr, listed.stderr
+    finally:
+        holder.close()
+
+
+def test_an_empty_state_dir_is_refused_not_read_as_the_default_store(tmp_path: Path) -> None:
+    """--state-dir "$UNSET": refused as bad usage, not the default store recorded in or listed."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_STATE_HOME": "", "SYSMCP_STATE_DIR": ""}
+    for command in (["history"], ["snapshot", str(tmp_path)]):
+        done = sysmcp(*command, "--state-dir", "", env=env)
+        assert done.returncode == EXIT_USAGE, (command, done.stdout, done.stderr)
+        assert "--state-dir: names no directory" in done.stderr
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_root_that_is_no_directory_is_refused_as_the_server_refuses_it(tmp_path: Path) -> None:
+    """'sysmcp history --root /srv/typo' listed nothing, exit 0, as if nothing were kept under it."""
+    state = tmp_path / "state"
+    assert sysmcp("snapshot", "--state-dir", str(state), str(tmp_path)).returncode == EXIT_OK
+    for command in (["history"], ["history", "--reclaim"], ["snapshot", str(tmp_path)]):
+        for root in (str(tmp_path / "typo"), "relative-typo"):
+            done = sysmcp(*command, "--state-dir", str(state), "--root", root)
+            assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (command, root, done.stdout)
+            assert done.stderr == f"sysmcp {command[0]}: --root must name existing directories: {root}\n"

@@ -3,8 +3,8 @@
 Why a command of its own: a timer records history while no MCP client runs, so what_changed has
 something to compare with the next morning. Quiet unless something fails, at idle CPU and I/O
 priority, one filesystem per path by default, under a lock so two runs never overlap. Exit codes:
-0 every snapshot kept, 1 some not kept or partial, 2 bad usage, 3 history is off, 75 another run
-holds the lock (EX_TEMPFAIL: try later).
+0 every snapshot kept, 1 some not kept or partial (for ``history``: the store could not be read), 2 bad
+usage, 3 history is off, 75 another run holds the lock (EX_TEMPFAIL: try later).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> Non
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
+        type=_named_directory,
         default=argparse.SUPPRESS if subcommand else None,
         help=f"where history is kept (also ${state.STATE_ENV}; default {platform.state_directory()})",
     )
@@ -47,6 +48,16 @@ def history_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> Non
         default=argparse.SUPPRESS if subcommand else False,
         help="record nothing and keep no history (what_changed then gives lower bounds only)",
     )
+
+
+def _named_directory(text: str) -> str:
+    """``--state-dir``'s value: an empty one (``--state-dir "$UNSET"``) is refused, not read as 'the
+    default', which would record in (or list) another store than the one meant."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("names no directory (an empty value)")
+    return text
 
 
 def history_args(args: argparse.Namespace) -> list[str]:
@@ -155,6 +166,13 @@ def _retention(text: str) -> tuple[float, float, float]:
 
 
 def run(args: argparse.Namespace, roots: list[str]) -> int:
+    missing = [root for root in roots if not os.path.isdir(root)]
+    if missing:  # as the server refuses them: a mistyped root would list nothing, or refuse every path
+        print(
+            f"sysmcp {args.command}: --root must name existing directories: {', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     configure_history(args)
     if args.command == "snapshot":
         try:
@@ -168,6 +186,10 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             said = str(getattr(exc, "message", exc)).removeprefix("Invalid arguments: ")
             print(f"sysmcp snapshot: {said.replace(repr('--max-size'), '--max-size', 1)}", file=sys.stderr)
             return EXIT_USAGE
+    if args.command == "history" and (kept := state.directory()) is not None and not _kept_there(kept):
+        # A listing makes nothing: a mistyped --state-dir, or sudo's other HOME, is named, not created.
+        print(f"sysmcp history: no history is kept in {kept} (nothing recorded there yet)", file=sys.stderr)
+        return EXIT_OK
     store = state.active()
     if store is None:
         print(f"sysmcp {args.command}: history is off ({state.off_because()})", file=sys.stderr)
@@ -190,6 +212,20 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
 
         store.prune(Retention(hourly, daily, weekly, ceiling or 0))
     return code
+
+
+def _kept_there(directory: Path) -> bool:
+    """Whether ``directory`` holds a history database (or something in its place, for the store's
+    checks to refuse), without making the directory or the database as opening the store would."""
+    from sysmcp.history.store import DB_NAME
+
+    try:
+        os.lstat(directory / DB_NAME)
+    except FileNotFoundError:
+        return False
+    except OSError:  # not a directory, not searchable: the store says what is wrong with it
+        return True
+    return True
 
 
 def _record(args: argparse.Namespace, roots: list[str]) -> int:
@@ -279,7 +315,9 @@ def _list(store: Store, limit: int, shown: Callable[[bytes | str], bool]) -> int
     from sysmcp.engine.paths import escaped
     from sysmcp.render import human_bytes
 
-    infos = [info for info in store.snapshots(limit=limit) if shown(info.series.root)]
+    infos = store.snapshots(limit=limit, shown=shown)
+    if (unread := store.unread()) is not None:
+        return _unread(unread)
     print(f"{store.path}  ({human_bytes(store.size())})")
     print(f"{'ID':>6}  {'TAKEN':19}  {'KIND':8}  {'DISK':>10}  {'ROWS':>7}  ROOT")
     for info in infos:
@@ -298,7 +336,9 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
     from sysmcp.reclaim import read_log
     from sysmcp.render import human_bytes, plural
 
-    records = [r for r in read_log(store, limit) if shown(r.path)]
+    records = read_log(store, limit, shown)
+    if (unread := store.unread()) is not None:
+        return _unread(unread)
     print(
         f"{'TIME':19}  {'PLAN':12}  {'ITEM':22}  {'ACTION':8}  {'OUTCOME':22}  {'PLANNED':>10}  {'FREED':>10}  PATH"
     )
@@ -311,6 +351,12 @@ def _reclaim_log(store: Store, limit: int, shown: Callable[[bytes | str], bool])
         )
     print(f"{plural(len(records), 'action')}, {human_bytes(sum(r.freed for r in records))} freed (measured)")
     return EXIT_OK
+
+
+def _unread(reason: str) -> int:
+    """An empty listing of a store that could not be read would say that nothing is kept: say why instead."""
+    print(f"sysmcp history: the history store could not be read ({reason}): nothing listed", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def _kept(kept: str | None, shown: Callable[[bytes | str], bool]) -> str:

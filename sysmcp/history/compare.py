@@ -104,6 +104,9 @@ class Findings:
     unread: str | None = None  # why the store's snapshots could not be read: nothing compared
     not_kept: bool = False  # a fresh scan left no snapshot
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
+    #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
+    #: never compared with this one, yet not "no snapshot yet".
+    other_filesystem: int = 0
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
     skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
@@ -154,9 +157,11 @@ def compare(
         return _disk(found, store, asked)
 
     series = series_of(asked.path, asked.options)
-    infos = [
-        i for i in store.snapshots("scan", series.root, limit=2000, count_rows=False) if i.series == series
-    ]
+    of_path = store.snapshots("scan", series.root, limit=2000, count_rows=False)
+    infos = [i for i in of_path if i.series.same_as(series)]
+    found.other_filesystem = sum(
+        not i.series.same_as(series) and replace(i.series, fs_id=series.fs_id) == series for i in of_path
+    )
     found.unread = None if infos else store.unread()
     if found.unread is not None:  # not read is not "none yet"
         found.lower_bound = _lower_bound(scan(modified_since()))
@@ -164,7 +169,10 @@ def compare(
     newest = _pick(infos, until, None)
     alone = newest is not None and _pick(infos, None, newest.id) is None  # nothing older to compare it with
     if until is None and (newest is None or alone or now - newest.taken > FRESH_S or newest.taken > now + 60):
+        # Something to compare with: the snapshot at or before since, else the oldest (``oldest_instead``).
         older = _pick(infos, since, None) if since is not None else newest
+        if older is None and since is not None:
+            older = next((i for i in reversed(infos) if not i.partial), None)
         done = record_scan(store, whole, scan, clock)  # the whole tree: its largest files are kept too
         found.unsaved = done.unsaved
         # Nothing to compare with: a second walk (of cached entries) finds the files modified since, in
@@ -182,6 +190,7 @@ def compare(
         found.new, found.fresh = done.snapshot, True
     elif newest is not None:
         found.new = store.load_scan(newest.id)
+        found.unread = None if found.new is not None else store.unread()  # not read is not "none"
     if found.new is None or found.new.id is None:
         return finish()
     old_info = _pick(infos, since, found.new.id)
@@ -191,6 +200,7 @@ def compare(
             found.oldest_instead = old_info.taken
     if old_info is not None:
         found.old = store.load_scan(old_info.id)
+        found.unread = None if found.old is not None else store.unread()
     if found.old is not None:
         visible = asked.visible
         found.diff = diff_scans(_filtered(found.old, visible), _filtered(found.new, visible))

@@ -20,6 +20,8 @@ from sysmcp.history.snapshots import (
     DiskReading,
     FileRow,
     ScanSnapshot,
+    same_filesystem,
+    same_reading_filesystem,
 )
 
 DAY = 86400.0
@@ -89,7 +91,7 @@ class ScanDiff:
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     """What changed from ``old`` to ``new``, largest changes first (by the size of the change)."""
     seconds = new.taken - old.taken
-    if old.series.fs_id != new.series.fs_id:
+    if not same_filesystem(old.series.fs_id, new.series.fs_id):
         why = "a different filesystem is mounted there now (its identity changed): the two are not compared"
         return ScanDiff(False, why, old, new, seconds)
     if old.series.options != new.series.options or old.series.root != new.series.root:
@@ -244,7 +246,7 @@ def _usable(readings: Sequence[DiskReading]) -> tuple[list[DiskReading], list[st
     and what was left out."""
     notes = []
     identity = readings[-1].fs_id
-    same = [r for r in readings if r.fs_id == identity]
+    same = [r for r in readings if same_reading_filesystem(r.fs_id, identity)]
     if len(same) < len(readings):
         notes.append("readings of another filesystem once mounted there are left out")
     start = 0
@@ -336,7 +338,7 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
     directory unreadable now) is ``unreadable``, with lstat then and now in ``files`` when they differ.
     Anything else new is added.
     """
-    if old.series.fs_id != new.series.fs_id or old.series.root != new.series.root:
+    if not same_filesystem(old.series.fs_id, new.series.fs_id) or old.series.root != new.series.root:
         return BaselineDiff(False, "the baselines are of different filesystems or directories")
     if old.algorithm != new.algorithm:
         return BaselineDiff(False, f"the baselines use different digests ({old.algorithm}, {new.algorithm})")

@@ -30,6 +30,7 @@ from sysmcp.history.snapshots import (
     filesystem_id,
     options_key,
     parse_gnu_manifest,
+    reading_identity,
     threshold_for,
 )
 
@@ -54,7 +55,7 @@ def series_of(path: str | bytes | os.PathLike[str], options: WalkOptions) -> Ser
 def latest(store: Store, series: Series) -> int | None:
     """The id of the newest complete snapshot of ``series``."""
     for info in store.snapshots("scan", series.root, limit=200, count_rows=False):
-        if info.series == series and not info.partial:
+        if info.series.same_as(series) and not info.partial:
             return info.id
     return None
 
@@ -85,9 +86,15 @@ def record_scan(
         return ScanRecord(run(request))
     previous = latest(store, series)
     keep_also = store.dir_names(previous) if previous is not None else frozenset()
+    unread = store.unread()  # the previous snapshot's names not read (another process held the lock)
     usage = run(replace(request, record_floor=MIN_THRESHOLD, record_also=keep_also))
     if usage.totals is None or usage.recorded is None:
         return ScanRecord(usage)
+    if unread is not None:
+        # Kept without the directories the previous snapshot kept, a directory that shrank below the
+        # resolution would be diffed as gone: the scan's answer comes, its snapshot is not kept.
+        why = f"the history store could not be read ({unread}): the snapshot not saved"
+        return ScanRecord(usage, None, why)
     totals = usage.totals
     rows = [("", totals.disk, totals.apparent, totals.files, totals.newest), *usage.recorded]
     # A list filtered by time, or cut by a size that left fewer than a snapshot keeps, is no "largest files".
@@ -223,7 +230,12 @@ def disk_reading(path: str | os.PathLike[str], clock: Callable[[], float]) -> tu
     raw = os.fspath(path)
     stats = statvfs_usage(raw)
     mount = default_partitions()().holding(raw, stats.st_dev)
-    point, identity = (mount.mount_point, f"{mount.device}|{mount.fs_type}") if mount else ("/", "")
+    point = mount.mount_point if mount else "/"
+    try:  # of the mount point, as disk_usage reads it: a btrfs subvolume below it has an identity of its own
+        kernel: str | None = filesystem_id(point)
+    except OSError:
+        kernel = None
+    identity = reading_identity(mount.device, mount.fs_type, kernel) if mount else ""
     df = Figures.from_stats(stats)
     figures = (df.total, df.used, df.free, df.inodes_used, df.inodes_free)
     return DiskReading(state.host_name(), os.fsencode(point), identity, clock(), *figures), point

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sysmcp.engine.mounts import filesystem_identity
 from sysmcp.engine.paths import is_within
 
 MIN_THRESHOLD = 1 << 20  # bytes: no directory below 1 MiB is kept for its own size
@@ -53,6 +55,12 @@ class Series:
     fs_id: str
     root: bytes
     options: str
+
+    def same_as(self, other: Series) -> bool:
+        """The same series: its filesystem judged by ``same_filesystem``, the rest equal."""
+        return (self.host, self.root, self.options) == (other.host, other.root, other.options) and (
+            same_filesystem(self.fs_id, other.fs_id)
+        )
 
 
 @dataclass(slots=True)
@@ -167,11 +175,52 @@ def within(allowed: Sequence[Path] | None) -> Callable[[bytes | str], bool]:
 
 def filesystem_id(path: str | bytes) -> str:
     """The identity of the filesystem holding ``path``: its device number and, where statvfs gives
-    one, its filesystem id (derived from the UUID on ext4, XFS and btrfs). A filesystem replaced by
+    one, its filesystem id (``engine.mounts.filesystem_identity``). A filesystem replaced by
     another at the same mount point gets another identity, so the two are never diffed as one."""
-    st = os.stat(path)
-    fsid = getattr(os.statvfs(path), "f_fsid", 0)
-    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}/{fsid:x}"
+    return filesystem_identity(os.stat(path).st_dev, getattr(os.statvfs(path), "f_fsid", 0))
+
+
+def reading_identity(device: str, fs_type: str, filesystem: str | None) -> str:
+    """A disk reading's filesystem identity: the mount's source and type, and (None: not known) its
+    ``filesystem_id``. The source and type alone are the same for a tmpfs mounted again, or a device
+    made anew with mkfs, so readings of the two would be fitted as one line."""
+    named = f"{device}|{fs_type}"
+    return named if filesystem is None else f"{named}|{filesystem}"
+
+
+_KERNEL_IDENTITY = re.compile(r"\d+:\d+/([0-9a-f]+)")
+
+
+def same_filesystem(one: str, other: str) -> bool:
+    """Whether two ``filesystem_id``s are of one filesystem: by the filesystem id where both have one,
+    else by the whole (the device number too).
+
+    Why not the device number where there is an fsid: a btrfs volume's device number is an anonymous
+    one, handed out as it is mounted, so the same filesystem has another after a reboot that mounted
+    things in another order; its fsid comes from its UUID. Where the fsid is made of the device number
+    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides."""
+    if one == other:
+        return True
+    mine, theirs = _KERNEL_IDENTITY.fullmatch(one), _KERNEL_IDENTITY.fullmatch(other)
+    if mine is None or theirs is None or int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
+        return False
+    return mine[1] == theirs[1]
+
+
+def same_reading_filesystem(one: str, other: str) -> bool:
+    """Whether two readings' identities (``reading_identity``) are of one filesystem: by the kernel's
+    identity (``same_filesystem``) when both carry it, else by source and type (readings older sysmcp
+    versions kept carry no other). Only the kernel's when both have it: the source is worded for the
+    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change."""
+    named, _, kernel = one.rpartition("|")
+    named_other, _, kernel_other = other.rpartition("|")
+    if _KERNEL_IDENTITY.fullmatch(kernel) and _KERNEL_IDENTITY.fullmatch(kernel_other):
+        return same_filesystem(kernel, kernel_other)
+    if _KERNEL_IDENTITY.fullmatch(kernel):
+        one = named
+    if _KERNEL_IDENTITY.fullmatch(kernel_other):
+        other = named_other
+    return one == other
 
 
 def build_scan(

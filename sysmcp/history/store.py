@@ -12,6 +12,7 @@ Nothing here raises to a tool.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -47,6 +48,7 @@ _IOERR = 10  # SQLITE_IOERR: what a full tmpfs gives when the -shm or -wal canno
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
+VACUUM_FREE_SHARE = 4  # a prune gives space back (VACUUM) only when a quarter or more of the pages are free
 
 T = TypeVar("T")
 log = get_logger("sysmcp.history")
@@ -182,6 +184,7 @@ class Store:
         self._dir: StateDir | None = None
         self._local = threading.local()
         self._generation = 0  # bumped when the file is moved aside: every cached connection is stale
+        self._open_lock = threading.Lock()  # one thread makes a removed state directory again
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -209,6 +212,12 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             if isinstance(exc, sqlite3.Error) and store._is_busy(exc):
                 store.close()  # a moment's lock (another process merging its WAL): the next use tries again
+                return store
+            if store._dir is not None and store._is_full(exc):
+                # A full disk is freed again: each write until then says it was not saved, and the first
+                # one after makes the schema (``_connect``), instead of history off for the process's life.
+                store.close()
+                _warn_once("history write failed: disk full", "disk full", what="the history store")
                 return store
             if isinstance(exc, sqlite3.DatabaseError) and store._is_corrupt(exc):
                 try:
@@ -295,6 +304,8 @@ class Store:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
             db.execute("PRAGMA foreign_keys = ON")
             version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0 or version > SCHEMA_VERSION:
+                _not_foreign(db, self.path, version)
             if version > SCHEMA_VERSION:  # its rows may mean what this version cannot tell: not touched
                 raise Unsafe(
                     f"{self.path} is from a newer sysmcp, schema {version} where this one knows "
@@ -314,12 +325,28 @@ class Store:
 
     def _identity(self) -> tuple[int, int]:
         """The database file's (device, inode), checked (``history.statedir``); a missing one is created
-        empty (0600) first."""
+        empty (0600) first, in the state directory made again if it was removed (``rm -rf`` of it to
+        start history afresh): nothing can be made in a removed directory, so every later write failed."""
+        if os.fstat(self.state_dir.fd).st_nlink == 0:
+            self._reopen_directory()
         st = self.state_dir.check(DB_NAME)
         if st is None:
             self._check_file()
             st = self.state_dir.lstat(DB_NAME)
         return st.st_dev, st.st_ino
+
+    def _reopen_directory(self) -> None:
+        """The state directory opened (made, checked) again at its path, every cached connection stale."""
+        with self._open_lock:
+            if self._dir is not None and os.fstat(self._dir.fd).st_nlink != 0:
+                return  # another thread made it again a moment ago
+            again = open_dir(self.directory)
+            # The old one is not closed here: another thread may be opening a name relative to it this
+            # moment, and its descriptor's number could be reused. It closes when the last use lets go.
+            self._dir = again
+            self.path = again.path / DB_NAME
+            self._generation += 1
+            log.warning("history state directory was removed: made again", directory=str(self.directory))
 
     def close(self) -> None:
         """Close this thread's connection (others close with their threads, or on their next use
@@ -359,6 +386,15 @@ class Store:
         code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
         return code in _BUSY or "locked" in str(exc)
 
+    def _is_full(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the state filesystem being full (or over quota)."""
+        if isinstance(exc, OSError):
+            return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        if not isinstance(exc, sqlite3.Error):
+            return False
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        return code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full())
+
     @staticmethod
     def _is_corrupt(exc: sqlite3.Error) -> bool:
         code = getattr(exc, "sqlite_errorcode", None)
@@ -375,12 +411,11 @@ class Store:
                     row_id = work(db)
                 return WriteResult(True, None, row_id if isinstance(row_id, int) else None)
             except sqlite3.Error as exc:
-                code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
                 if self._is_busy(exc):
                     return WriteResult(
                         False, f"the history store was busy (another sysmcp writing): {what} not saved"
                     )
-                if code == _FULL or "full" in str(exc) or (code == _IOERR and self._disk_full()):
+                if self._is_full(exc):
                     _warn_once("history write failed: disk full", "disk full", what=what)
                     return WriteResult(False, f"the disk holding the history store is full: {what} not saved")
                 if self._is_corrupt(exc) and attempt == 1:
@@ -461,9 +496,11 @@ class Store:
         limit: int = 1000,
         *,
         count_rows: bool = True,
+        shown: Callable[[bytes], bool] | None = None,
     ) -> list[SnapshotInfo]:
-        """Stored snapshots, newest (last written) first. ``count_rows`` False leaves ``rows`` 0: a
-        caller choosing what to diff needs only the heads, and counting reads every row's index."""
+        """Stored snapshots, newest (last written) first, the first ``limit`` of those whose root
+        ``shown`` lets a caller show (None: all). ``count_rows`` False leaves ``rows`` 0: a caller
+        choosing what to diff needs only the heads, and counting reads every row's index."""
 
         def work(db: sqlite3.Connection) -> list[SnapshotInfo]:
             wanted = {name: value for name, value in (("kind", kind), ("root", root)) if value is not None}
@@ -474,17 +511,21 @@ class Store:
                 if count_rows
                 else "0"
             )
+            # Without ``shown`` SQLite stops at the limit; with it, the rows are read (and counted) one by one
+            # until ``limit`` of them are shown: the roots' test is Python's, not SQL's.
             rows = db.execute(
                 "SELECT s.id, s.kind, s.host, s.fs_id, s.root, s.options, s.taken, s.partial, s.disk, s.files,"
                 f" {counted} FROM snapshots s {'WHERE ' + where if where else ''} ORDER BY s.id DESC LIMIT ?",
-                (*wanted.values(), limit),
-            ).fetchall()
-            return [
-                SnapshotInfo(
-                    r[0], r[1], Series(r[2], r[3], bytes(r[4]), r[5]), r[6], bool(r[7]), r[8], r[9], r[10]
-                )
-                for r in rows
-            ]
+                (*wanted.values(), -1 if shown is not None else min(limit, _MAX_INTEGER)),
+            )
+            infos: list[SnapshotInfo] = []
+            for r in rows:
+                if len(infos) >= limit:
+                    break
+                if shown is None or shown(bytes(r[4])):
+                    series = Series(r[2], r[3], bytes(r[4]), r[5])
+                    infos.append(SnapshotInfo(r[0], r[1], series, r[6], bool(r[7]), r[8], r[9], r[10]))
+            return infos
 
         return self._read(work, [])
 
@@ -695,12 +736,24 @@ class Store:
 
             if not self._write("the pruning", delete).ok:
                 return
+        free = self._read(
+            lambda db: (
+                db.execute("PRAGMA freelist_count").fetchone()[0],
+                db.execute("PRAGMA page_count").fetchone()[0],
+            ),
+            (0, 0),
+        )
+        if free[0] * VACUUM_FREE_SHARE < free[1]:
+            # Few free pages: new rows reuse them. A VACUUM rewrites the whole file through the WAL (its size
+            # again on disk) holding the write lock, so another process's writes meanwhile are not saved.
+            return
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 _DELETE = "DELETE FROM snapshots WHERE id = ?"
+_MAX_INTEGER = (1 << 63) - 1  # SQLite's largest: a larger limit (``sysmcp history --limit 1e30``) is all
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
@@ -713,6 +766,24 @@ _UNRECORDED_OF = "SELECT unrecorded FROM snapshots WHERE id = ?"
 def _seen_row(seen: BaselineFile | None) -> tuple[int | float | None, ...]:
     """An unread file's ``lstat`` columns (size, mtime, mode, uid, gid), NULL where lstat gave nothing."""
     return (None,) * 5 if seen is None else (seen.size, seen.mtime, seen.mode, seen.uid, seen.gid)
+
+
+def _not_foreign(db: sqlite3.Connection, path: Path, version: int) -> None:
+    """Raise ``Unsafe`` for another program's SQLite database where sysmcp's history should be (a
+    --state-dir naming the wrong directory): a version 0 with tables of its own, or a later version with
+    no snapshots. Migrating it would write sysmcp's tables into that program's file (or fail on a name
+    both use); moving it aside would bury it under a name that says it was damaged. Left as it is."""
+    tables = sorted(
+        name
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not name.startswith("sqlite_")
+    )
+    if (version == 0 and tables) or (version > SCHEMA_VERSION and "snapshots" not in tables):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise Unsafe(
+            f"{path} is another program's SQLite database (its tables: {shown or 'none'}; version {version}), "
+            "not sysmcp's history: left as it is"
+        )
 
 
 def _insert_head(db: sqlite3.Connection, series: Series, *values: Any) -> int:

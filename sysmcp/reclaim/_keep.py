@@ -321,10 +321,17 @@ class ActionLog:
         return self.failure
 
 
-def read_log(store: Store, limit: int = 50) -> list[LogRecord]:
-    """The newest ``limit`` records, oldest first."""
-    keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))[-limit:] if limit > 0 else []
-    return _records(store, keys)
+def read_log(store: Store, limit: int = 50, shown: Callable[[str], bool] | None = None) -> list[LogRecord]:
+    """The newest ``limit`` records whose path ``shown`` lets a caller show (None: all), oldest first."""
+    keys = sorted(key for key, _updated in store.keys(LOG_NAMESPACE))
+    if shown is None:
+        return _records(store, keys[-limit:] if limit > 0 else [])
+    newest: list[LogRecord] = []
+    for key in reversed(keys):  # read until ``limit`` are shown: the roots' test needs each record's path
+        if len(newest) >= limit:
+            break
+        newest += [record for record in _records(store, [key]) if shown(record.path)]
+    return newest[::-1]
 
 
 def plan_log(store: Store, plan_id: str) -> list[LogRecord]:

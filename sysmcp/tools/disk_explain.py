@@ -176,7 +176,7 @@ def fresh_scan(point: str) -> KeptScan | None:
         return None
     now = state.now()
     for info in store.snapshots("scan", series.root, limit=50, count_rows=False):
-        if info.series == series and not info.partial:
+        if info.series.same_as(series) and not info.partial:
             age = now - info.taken
             return KeptScan(info.disk, info.files, info.taken, age) if 0 <= age <= FRESH_SCAN_S else None
     return None

@@ -506,7 +506,8 @@ class DiskUsage:
         lines = [item.line for item in pooled if item is not None] + pools.fault_lines()
         rates = [entry.rate for entry in entries]
         output = ToolOutput.typed(render(answer, unit, rates, everything, lines), answer)
-        note = await record_disk(answer.filesystems, _reading_key(args), gate=self.readings)
+        identities = [entry.identity for entry in entries]
+        note = await record_disk(answer.filesystems, _reading_key(args), self.readings, identities)
         return output if note is None else replace(output, text=f"{output.text}\n{note}")
 
     def _answer(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sysmcp.history import recording, state
-from sysmcp.history.snapshots import DiskReading, ScanSnapshot
+from sysmcp.history.snapshots import DiskReading, ScanSnapshot, reading_identity
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import plural
 from sysmcp.tools.typed import ABSENT
@@ -47,9 +47,12 @@ async def record_disk(
     filesystems: Sequence[Filesystem],
     key: str,
     gate: recording.ReadingGate = READINGS,
+    identities: Sequence[str | None] | None = None,
 ) -> str | None:
     """Keep disk_usage's figures (a few tiny rows) when ``gate`` finds them due, off the event loop;
-    a sentence if not saved. ``key`` names the call (its path) for the gate's ``quiet``.
+    a sentence if not saved. ``key`` names the call (its path) for the gate's ``quiet``; ``identities``,
+    each filesystem's ``filesystem_id`` where known (None: not), tells a filesystem mounted anew at a
+    mount point from the one before (the same source and type: a tmpfs, a device made again by mkfs).
 
     The store is opened by the worker that writes (``state.active()`` in ``save``), not here: the
     event loop does no file I/O, and a fresh process opens one SQLite connection, not two."""
@@ -62,7 +65,7 @@ async def record_disk(
         DiskReading(
             host,
             os.fsencode(fs.mount_point),
-            f"{fs.device}|{fs.fs_type}",
+            reading_identity(fs.device, fs.fs_type, identity),
             taken,
             fs.total_bytes or 0,
             fs.used_bytes,
@@ -70,7 +73,7 @@ async def record_disk(
             fs.inodes.used if fs.inodes else None,
             fs.inodes.free if fs.inodes else None,
         )
-        for fs in filesystems
+        for fs, identity in zip(filesystems, identities or [None] * len(filesystems), strict=True)
         if fs.status == "ok" and fs.used_bytes is not ABSENT
     ]
     gate.answered(key, readings)

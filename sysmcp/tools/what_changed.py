@@ -44,6 +44,9 @@ from sysmcp.tools.walking import (
 )
 
 TIMEOUT = TimeBudget(default=60.0, maximum=300.0)
+#: Changes the kept full list names at most, the largest first: a million would be past what a result may
+#: keep (``results.MAX_ITEM``), and building each row costs time and memory the answer does not need.
+FULL_LIST_MAX = 100_000
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {
@@ -91,12 +94,21 @@ def comparison(
     visible: Callable[[bytes | str], bool],
     clock: Callable[[], float] = state.now,
 ) -> Comparison:
-    """The engine's request from validated arguments (``since`` 'last': None)."""
+    """The engine's request from validated arguments (``since`` 'last': None; an ``until`` not before
+    now: None, now, which scans afresh when the newest snapshot is stale)."""
     since_raw: str = args["since"]
+    since = None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now)
+    until = parse_when(args["until"], "until", now) if "until" in args else None
+    if until is not None and since is not None and until <= since:
+        # Else the snapshots before since were compared, as if the two were given the other way round.
+        raise ArgumentError(
+            f"Invalid arguments: 'until' ({args['until']!r}) is not after 'since' ({since_raw!r}): give an "
+            "until later than since, or leave it out for now"
+        )
     return Comparison(
         path=os.fsencode(path),
-        since=None if since_raw.strip().lower() == "last" else parse_when(since_raw, "since", now),
-        until=parse_when(args["until"], "until", now) if "until" in args else None,
+        since=since,
+        until=until if until is not None and until < now else None,
         now=now,
         timeout_s=TIMEOUT.of(args),
         options=walk_options(args),
@@ -322,8 +334,6 @@ def notes_of(outcome: Findings) -> list[str]:
         notes.append(f"the history store could not be read ({outcome.unread}), so nothing was compared")
     if outcome.unsaved is not None:
         notes.append(outcome.unsaved)
-    if outcome.not_kept and outcome.lower_bound is None:
-        notes.append("the fresh scan could not be kept, so nothing was compared")
     if outcome.oldest_instead is not None and outcome.diff is not None and outcome.diff.comparable:
         notes.append(
             f"no snapshot as old as asked: compared with the oldest, {_when(outcome.oldest_instead)}"
@@ -405,7 +415,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             below = human_bytes(old.threshold)
             changed = "Directories that changed most:"
             lines.append(changed if diff.changes else "No directory changed by more than the threshold.")
-            for c in diff.changes:
+            for c in diff.changes[:FULL_LIST_MAX]:
                 was_below = c.was_below and old.partial is False and c.kind == "appeared"
                 row = Change(
                     path=named(c.path),
@@ -437,8 +447,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 note = f" ({'; '.join(said)})" if said else ""
                 per_day = "" if row.per_day_bytes is None else f", {signed(int(row.per_day_bytes))}/day"
                 lines.append(f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{per_day}")
-            if len(rows) > top_n:
-                lines.append(f"  {more_not_shown(len(rows) - top_n, 'directory')}")
+            if len(diff.changes) > top_n:
+                lines.append(f"  {more_not_shown(len(diff.changes) - top_n, 'directory')}")
                 full = _full_list(rows)
             new_files = [
                 NewFile(named(f.path), f.disk, iso_utc(f.mtime) if f.mtime is not None else None)
@@ -473,8 +483,15 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.unread is not None:
         lines.append(f"{shown}: no snapshot could be read to compare with.")
-    elif found.not_kept and found.lower_bound is not None:  # an older snapshot may be there: none of now
+    elif found.not_kept:  # an older snapshot may be there: none of now
         lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
+    elif found.other_filesystem:
+        kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
+        recorded = "; one of it was recorded now, so the next what_changed can compare against it"
+        lines.append(
+            f"{shown}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
+            f"identity changed), never compared with the one there now{recorded if found.new else ''}."
+        )
     elif found.lower_bound is not None:
         lines.append(
             f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
@@ -551,7 +568,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         attribution=shares["grew"],
         shrinkage=shares["shrank"],
         changes=rows[:top_n],
-        changes_not_shown=len(rows) - len(rows[:top_n]),
+        changes_not_shown=(len(diff.changes) if diff is not None and diff.comparable else 0)
+        - len(rows[:top_n]),
         threshold_bytes=threshold,
         new_files=new_files,
         removed_files=removed,
@@ -678,8 +696,9 @@ _KIND_DETAILS = {
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next
-    request = comparison(Path(os.sep), args, time.time(), within(ctx.paths.allowed))
+    # bad arguments: refused first; the path (one that cannot be encoded too) is checked next. Now is
+    # history's clock: the one the snapshots' times were taken on (a test's own, or one set back since).
+    request = comparison(Path(os.sep), args, state.now(), within(ctx.paths.allowed))
     path, shown = await directory_argument(ctx, args["path"])
     request = replace(request, path=os.fsencode(path))
     try:
@@ -691,11 +710,15 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     text, answer, full = render(shown, found, args)
     links: tuple[ResourceLink, ...] = ()
     if full is not None:
+        changes = len(answer.changes) + (answer.changes_not_shown or 0)
+        cut = changes > FULL_LIST_MAX  # the largest only: the rest would make it too big to keep at all
         line, links = ctx.keep_linked(
             listing_name("what_changed", shown, ".tsv"),
             full,
-            description=f"Every directory that changed under {shown}",
-            label="Full list of changes",
+            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {shown}",
+            label=f"The {FULL_LIST_MAX:,} largest of the {changes:,} changes"
+            if cut
+            else "Full list of changes",
             mime_type="text/tab-separated-values",
         )
         text += line

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
 from sysmcp.history.diff import BaselineDiff
 from sysmcp.history.recording import Unreadable, baseline_of, record_baseline, record_scan, series_of
-from sysmcp.history.snapshots import Unread
+from sysmcp.history.snapshots import ScanSnapshot, Unread
 from sysmcp.history.store import Store
 from sysmcp.tools.what_changed import notes_of
 
@@ -138,6 +139,8 @@ def test_a_since_older_than_every_snapshot_compares_with_the_oldest_and_says_whe
     assert any(
         note.startswith("no snapshot as old as asked: compared with the oldest") for note in notes_of(outcome)
     )
+    # Something was compared: no second walk for a lower bound, and none shown beside the comparison.
+    assert outcome.lower_bound is None, outcome.lower_bound
 
 
 def test_what_the_roots_hide_is_left_out_of_the_diff(root: Path, store: Store, clock: Clock) -> None:
@@ -469,6 +472,7 @@ from dataclasses import replace
 from pathlib import Path
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, compare
+from sysmcp.history.snapshots import ScanSnapshot
 from sysmcp.history.store import Store
 now, state, root = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 store = Store.open(Path(state), lambda: now)
@@ -584,3 +588,40 @@ def test_what_the_roots_hide_is_left_out_of_what_a_baseline_could_not_read(
     found = everything.integrity
     assert found is not None
     assert (found.unread_then, found.not_comparable) == ([b"hidden/f", b"shown/f"], [b"hidden/d/f"])
+
+
+class HeldWhileLoading(Store):
+    """A store another process locks (a real connection, exclusive) as a snapshot is about to be loaded."""
+
+    holder: sqlite3.Connection | None = None
+
+    def load_scan(self, sid: int) -> ScanSnapshot | None:
+        if self.holder is None:
+            self.close()  # this thread's connection: the exclusive lock needs it gone
+            self.holder = sqlite3.connect(self.path, isolation_level=None)
+            self.holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+            self.holder.execute("BEGIN EXCLUSIVE")
+            self.holder.execute("COMMIT")
+        return super().load_scan(sid)
+
+
+def test_a_snapshot_that_could_not_be_loaded_is_said_unread_not_none(
+    tmp_path: Path, root: Path, clock: Clock
+) -> None:
+    """Another process holding the store as the snapshots are loaded: 'no snapshot to compare with'
+    would be false; the answer says the store could not be read."""
+    write(root / "a" / "f", 2 * MiB, clock)
+    store = HeldWhileLoading.open(tmp_path / "state", clock, busy_ms=20)
+    assert isinstance(store, HeldWhileLoading)
+    plain = Store.open(tmp_path / "state", clock)
+    run(asked(root, clock), plain, clock)
+    clock.now += 60
+    run(asked(root, clock), plain, clock)  # two snapshots, the newest a minute old: no scan made now
+    plain.close()
+    try:
+        found, _ = run(asked(root, clock), store, clock)
+    finally:
+        if store.holder is not None:
+            store.holder.close()
+    assert found.diff is None and found.unread is not None and "locked" in found.unread, found
+    assert any(note.startswith("the history store could not be read") for note in notes_of(found))

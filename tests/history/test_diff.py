@@ -354,3 +354,13 @@ def test_a_directory_of_the_same_size_with_a_rewritten_file_is_modified_and_only
     grown = with_newest({b"": (101 * MiB, 500.0), b"var": (31 * MiB, 500.0)}, DAY)
     change = diff_scans(with_newest({b"": (100 * MiB, 1.0), b"var": (30 * MiB, 1.0)}, 0.0), grown).changes[0]
     assert (change.kind, change.files_changed) == ("grew", True)
+
+
+def test_a_filesystem_is_known_by_its_fsid_where_both_have_one_else_by_its_device_number_too() -> None:
+    from sysmcp.history.snapshots import same_filesystem
+
+    assert same_filesystem("0:41/f6f7295d68f4a2d3", "0:43/f6f7295d68f4a2d3")  # btrfs mounted again
+    assert not same_filesystem("0:41/7ad5c6875547acac", "0:41/a90c0866df44dd89")  # a tmpfs mounted anew
+    assert not same_filesystem("0:50/0", "0:51/0")  # no fsid (NFS, FUSE): the device number decides
+    assert same_filesystem("0:50/0", "0:50/0") and not same_filesystem("8:1/0", "8:2/1f")
+    assert not same_filesystem("whatever", "0:41/1")

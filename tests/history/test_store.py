@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -266,6 +267,44 @@ def test_a_full_disk_skips_the_snapshot_and_says_so(tmp_path: Path) -> None:
     assert report["enabled"] and report["readable"] == oks.count(True)  # what was saved is still there
 
 
+FULL_AT_START = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
+    target = Path(sys.argv[1])
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(target)], check=True)
+    from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Series
+    from sysmcp.history.store import Store
+    try:
+        with open(target / "filler", "wb") as filler:
+            while True:
+                filler.write(b"x" * 4096)
+                filler.flush()
+    except OSError:
+        pass
+    store = Store.open(target / "state")
+    when_full = store.save_scan(ScanSnapshot(Series("h", "1:1/0", b"/", "{}"), 1.0, False, 1, {b"": DirTotals(1, 1, 1)}))
+    os.unlink(target / "filler")
+    freed = store.save_scan(ScanSnapshot(Series("h", "1:1/0", b"/", "{}"), 2.0, False, 1, {b"": DirTotals(1, 1, 1)}))
+    modes = {n: oct(os.stat(target / "state" / n).st_mode & 0o777) for n in os.listdir(target / "state")}
+    print(json.dumps({"when_full": [when_full.ok, when_full.reason], "freed": [freed.ok, freed.reason],
+                      "enabled": store.enabled, "listed": len(store.snapshots()), "modes": modes}))
+    """
+)
+
+
+@pytest.mark.skipif(can_mount() is not None, reason=str(can_mount()))
+def test_a_disk_full_when_the_store_opens_leaves_history_on_for_when_space_is_freed(tmp_path: Path) -> None:
+    """A server started while its state filesystem is full: each write says the disk is full, and once
+    space is freed history records again, instead of being off for the server's life."""
+    done = in_private_mount_namespace(FULL_AT_START, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["when_full"][0] is False and "full" in report["when_full"][1], report
+    assert report["freed"] == [True, None] and report["enabled"] and report["listed"] == 1, report
+    assert set(report["modes"].values()) == {"0o600"}, report
+
+
 def test_retention_keeps_one_per_hour_day_and_week_and_nothing_older() -> None:
     hour, day = 3600.0, 86400.0
     now = 400 * day
@@ -302,6 +341,29 @@ def test_the_size_ceiling_prunes_the_oldest_first(tmp_path: Path) -> None:
     assert 0 < len(after) < len(before)
     assert after == before[: len(after)]  # the newest kept, the oldest gone
     assert store.size() <= 400_000
+
+
+def test_a_prune_that_frees_nothing_does_not_rewrite_the_file(
+    tmp_path: Path,
+) -> None:
+    """Every 25th snapshot a server prunes: with nothing to delete, no VACUUM (which rewrote the whole
+    file through the WAL, holding the write lock, so another process's snapshot meanwhile was not saved)."""
+    clock = Clock()
+    store = Store.open(tmp_path / "s", clock)
+    for i in range(5):
+        dirs = {b"": 1, **{f"dir-{i}-{j}-{'x' * 60}".encode(): j for j in range(400)}}
+        assert store.save_scan(snapshot(clock.now - i, dirs)).ok
+    store.close()  # the last connection out merges the WAL into the file
+    before = os.stat(tmp_path / "s" / DB_NAME)
+    store = Store.open(tmp_path / "s", clock)
+    assert store.prune().ok and len(store.snapshots()) == 5
+    store.close()
+    after = os.stat(tmp_path / "s" / DB_NAME)
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size)
+    # A prune that frees most of the file gives the space back.
+    store = Store.open(tmp_path / "s", clock)
+    assert store.prune(Retention(max_bytes=1)).ok and len(store.snapshots()) == 1
+    assert store.size() < before.st_size // 2
 
 
 def test_disk_readings_and_the_key_value_room(tmp_path: Path) -> None:
@@ -441,6 +503,21 @@ def test_a_database_deleted_while_the_store_is_open_is_started_again_not_written
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
+def test_a_state_directory_removed_while_the_store_is_open_is_made_again_not_written_into_the_void(
+    tmp_path: Path,
+) -> None:
+    """'rm -rf ~/.local/state/sysmcp' to start history afresh while a server runs: nothing can be made in
+    the removed directory, so every write failed until the server restarted."""
+    directory = tmp_path / "s"
+    store = Store.open(directory, Clock())
+    assert store.save_scan(snapshot(1.0, {b"": 7})).ok
+    shutil.rmtree(directory)
+    assert store.save_scan(snapshot(2.0, {b"": 8})).ok
+    assert [info.taken for info in store.snapshots()] == [2.0] and store.unread() is None
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(directory / DB_NAME).st_mode) == 0o600
+
+
 def test_choosing_a_snapshot_reads_only_the_heads_and_a_listing_counts_the_rows(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s", Clock())
     assert store.save_scan(snapshot(1.0, {b"": 10, b"a": 5, b"b": 5})).ok
@@ -563,3 +640,68 @@ def test_the_process_store_waits_for_a_lock_as_long_as_it_was_configured_to(tmp_
         assert brief is not None and brief.busy_ms == 20
     finally:
         state.configure(None)
+
+
+@pytest.mark.parametrize("version", [0, SCHEMA_VERSION + 5])
+def test_another_programs_database_turns_history_off_says_whose_and_is_left_as_it_is(
+    tmp_path: Path, version: int
+) -> None:
+    """A --state-dir naming the wrong directory, where another program keeps a history.sqlite3: its file
+    gets no sysmcp table, is not moved aside as damaged, and the reason says what it is."""
+    directory = tmp_path / "s"
+    directory.mkdir(mode=0o700)
+    theirs = sqlite3.connect(directory / DB_NAME)
+    theirs.execute("CREATE TABLE visits (url TEXT, at REAL)")
+    theirs.execute("INSERT INTO visits VALUES ('https://example.org', 1.0)")
+    theirs.execute(f"PRAGMA user_version = {version}")
+    theirs.commit()
+    theirs.close()
+    os.chmod(directory / DB_NAME, 0o600)
+    before = (directory / DB_NAME).read_bytes()
+    store = Store.open(directory, Clock())
+    assert not store.enabled and store.disabled_reason is not None
+    assert "another program's SQLite database (its tables: visits" in store.disabled_reason, (
+        store.disabled_reason
+    )
+    assert not store.save_scan(snapshot(1.0, {b"": 7})).ok and store.snapshots() == []
+    store.close()
+    assert (directory / DB_NAME).read_bytes() == before
+    assert sorted(p.name for p in directory.iterdir()) == [DB_NAME]
+
+
+def test_a_scan_that_could_not_read_the_previous_snapshot_is_not_kept_without_its_directories(
+    tmp_path: Path,
+) -> None:
+    """The previous snapshot's directories are kept again by the next (so a directory that shrank below
+    the resolution is diffed exactly): when another process held the store while they were read, the
+    next snapshot kept without them would have such a directory diffed as gone."""
+    from sysmcp.engine.usage import UsageRequest, scan_usage
+    from sysmcp.engine.walk import WalkOptions
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    (tree / "small").mkdir(parents=True)
+    (tree / "small" / "f").write_bytes(os.urandom(3 << 20))
+    directory, clock = tmp_path / "s", Clock()
+    store = Store.open(directory, clock, busy_ms=20)
+    request = UsageRequest(100, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    assert record_scan(store, request, scan_usage, clock).snapshot is not None
+    (tree / "small" / "f").write_bytes(os.urandom(100_000))  # shrank below the 1 MiB resolution
+    store.close()
+    holder = sqlite3.connect(directory / DB_NAME, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("COMMIT")  # held while the previous snapshot is read; let go before the save
+
+    def scan_then_let_go(asked: UsageRequest) -> Any:
+        holder.close()
+        return scan_usage(asked)
+
+    clock.now += 3600
+    kept = record_scan(store, request, scan_then_let_go, clock)
+    saved = store.snapshots()
+    if kept.snapshot is not None:  # kept: then with the directory the one before kept
+        assert b"small" in kept.snapshot.dirs, kept.snapshot.dirs
+    else:
+        assert kept.unsaved is not None and "could not be read (database is locked)" in kept.unsaved
+        assert len(saved) == 1

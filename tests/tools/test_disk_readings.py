@@ -11,11 +11,12 @@ import pytest
 
 from sysmcp.engine.mounts import MountTable
 from sysmcp.history import state
+from sysmcp.history.diff import Growth, fill_rate, growth_between
 from sysmcp.history.recording import ReadingGate
 from sysmcp.history.snapshots import DiskReading
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.disk_usage import INPUT_SCHEMA, DiskUsage
-from tests.tools.test_disk_usage import ROOT, FakeUsage, context, stats
+from tests.tools.test_disk_usage import ROOT, TMP, FakeUsage, context, stats
 
 pytestmark = pytest.mark.anyio
 GiB = 1 << 30
@@ -118,3 +119,47 @@ async def test_history_moved_to_another_directory_gets_its_own_first_reading(tmp
             assert store is not None and len(store.readings(os.fsencode("/"))) == 1
     finally:
         state.configure(None)
+
+
+async def test_a_filesystem_mounted_anew_at_a_mount_point_is_not_fitted_with_the_one_before(
+    history: Clock,
+) -> None:
+    """A tmpfs mounted again, or a device made anew by mkfs, has the same source and type as the one
+    before: only the kernel's identity (device number, statvfs' fsid) tells the readings apart, so the
+    new filesystem's few used bytes are not a fall of the old one's."""
+    monotonic = Clock()
+    tmp = MountTable([ROOT, TMP])
+    old = stats(total_gib=8, used_gib=6)._replace(st_dev=os.makedev(0, 30), fsid=0xAAAA)
+    usage = FakeUsage({"/tmp": old})
+    handler = DiskUsage(lambda: tmp, usage, readings=ReadingGate(60.0, monotonic))
+    args = validate_arguments(INPUT_SCHEMA, {"path": "/tmp"})
+    for hour in range(3):
+        monotonic.now = history.now = 1_700_000_000.0 + hour * 3600
+        await handler(args, context())
+    usage.answers["/tmp"] = stats(total_gib=8, used_gib=1)._replace(st_dev=os.makedev(0, 30), fsid=0xBBBB)
+    for hour in range(3, 6):
+        monotonic.now = history.now = 1_700_000_000.0 + hour * 3600
+        await handler(args, context())
+    store = state.active()
+    assert store is not None
+    readings = store.readings(b"/tmp")
+    assert len(readings) == 6 and readings[0].fs_id != readings[-1].fs_id
+    fill = fill_rate(readings)
+    assert fill is not None and (fill.readings, fill.growth) == (3, 0), fill
+    assert "another filesystem" in " ".join(fill.notes)
+    assert growth_between(readings, None, None) == Growth(3, history.now - 7200, history.now, 0)
+
+
+def test_readings_kept_before_they_carried_the_kernels_identity_still_count_for_their_filesystem() -> None:
+    """Readings older versions kept name the source and type only: fitted with the newer ones of that
+    source and type, never with another's."""
+    older = [
+        DiskReading("h", b"/", "/dev/sda1|ext4", t, 9000, 10 + int(t), 8990 - int(t)) for t in (0.0, 600.0)
+    ]
+    newer = [
+        DiskReading("h", b"/", "/dev/sda1|ext4|8:1/1f2e", t, 9000, 10 + int(t), 8990 - int(t))
+        for t in (1200.0, 1800.0)
+    ]
+    other = [DiskReading("h", b"/", "/dev/sdb1|xfs", 300.0, 9000, 8999, 1)]
+    fill = fill_rate([*older, *other, *newer])
+    assert fill is not None and fill.readings == 4 and fill.growth == 1800

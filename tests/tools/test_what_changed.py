@@ -523,6 +523,51 @@ async def test_since_and_until_as_iso_times_pick_stored_snapshots_without_a_new_
         (f"{tree}/data", 4 * MiB, 4 * MiB)
     ]
     assert len(store.snapshots("scan")) == 3  # nothing was scanned
+    # The two the other way round (or equal): refused, not the snapshots before since compared.
+    for since, until in ((start + DAY + 60, start + 60), (start + 60, start + 60)):
+        with pytest.raises(ArgumentError, match=r"'until' .* is not after 'since'"):
+            await call(path=str(tree), since=iso(since), until=iso(until))
+    # An until not before now is now: the newest snapshot (two days old) is stale, so a scan is made.
+    later = await call(path=str(tree), since=iso(start + 60), until=iso(clock.now + DAY))
+    assert later.structured["current"]["fresh"] is True, later.text
+    assert len(store.snapshots("scan")) == 4
+
+
+async def test_more_changes_than_the_full_list_keeps_are_cut_to_the_largest_and_the_answer_says_so(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million changed directories would make a full list too big to keep at all (and cost its rows'
+    time and memory): the largest ``FULL_LIST_MAX`` are kept, and the answer says of how many."""
+    from sysmcp.tools import what_changed
+
+    monkeypatch.setattr(what_changed, "FULL_LIST_MAX", 50, raising=False)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    store = state.active()
+    assert store is not None
+    series = series_of(os.fsencode(tree), WalkOptions())
+    start = clock.now - 2 * DAY
+    for day in range(2):
+        dirs = {b"": DirTotals(400 * MiB, 400 * MiB, 120)}
+        dirs |= {b"d%03d" % n: DirTotals((1 + day * (n + 1)) * MiB, MiB, 1) for n in range(120)}
+        assert store.save_scan(ScanSnapshot(series, start + day * DAY, False, MiB, dirs)).ok
+
+    def iso(epoch: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+    ctx = context()
+    output = await call_tool(
+        "what_changed", ctx, path=str(tree), since=iso(start + 60), until=iso(start + DAY + 60)
+    )
+    assert output.structured["changes_not_shown"] == 110, output.text
+    assert len(output.structured["changes"]) == 10
+    assert "… and 110 more directories not shown" in output.text, output.text
+    assert "The 50 largest of the 120 changes: sysmcp://" in output.text, output.text
+    (link,) = output.links
+    kept = ctx.results.get(link.uri)
+    assert kept is not None
+    rows = kept.text.splitlines()[1:]
+    assert len(rows) == 50 and rows[0].endswith(f"{tree}/d119") and rows[-1].endswith(f"{tree}/d070")
 
 
 async def test_every_disk_usage_reading_is_kept(tmp_path: Path, clock: Clock) -> None:
@@ -833,3 +878,25 @@ def test_the_words_for_what_a_baseline_could_not_read() -> None:
         "unreadable_at_baseline": ["/t/locked"],
         "not_comparable": ["/t/closed/f"],
     }
+
+
+async def test_now_is_the_clock_the_snapshots_were_taken_on(tmp_path: Path, clock: Clock) -> None:
+    """'Since' and 'fresh' are measured on history's clock, the one the stored times are on: a snapshot
+    two minutes old on it is fresh, whatever another clock says."""
+    tree = tmp_path / "tree"
+    write(tree / "a" / "f", 2 * MiB)
+    await call(path=str(tree))
+    write(tree / "a" / "g", 2 * MiB)
+    clock.now += 600
+    second = await call(path=str(tree), since="last")
+    assert second.structured["current"]["fresh"] is True and second.structured["comparable"]
+    clock.now += 120  # the newest snapshot is two minutes old: compared as it is, no scan made now
+    third = await call(path=str(tree), since="last")
+    assert third.structured["current"] == second.structured["current"] | {"fresh": False}, third.text
+    assert third.structured["total_delta_bytes"] == second.structured["total_delta_bytes"]
+    clock.now -= 2 * DAY  # set back: every snapshot is in the future now, and a scan is made
+    fourth = await call(path=str(tree), since="1h")
+    assert fourth.structured["current"]["fresh"] is True, fourth.text
+    assert "the clock went backwards between the two snapshots: no rates" in fourth.structured["notes"], (
+        fourth.text
+    )

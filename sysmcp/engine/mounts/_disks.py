@@ -42,7 +42,8 @@ MEMORY_TYPES = frozenset({"tmpfs", "devtmpfs", "ramfs"})
 
 
 class FsStats(NamedTuple):
-    """What statvfs says, in the filesystem's own units, plus the st_dev of the probed path."""
+    """What statvfs says, in the filesystem's own units, plus the st_dev of the probed path and
+    statvfs' filesystem id (``f_fsid``: None where the platform gives none)."""
 
     block_size: int
     blocks: int
@@ -51,6 +52,7 @@ class FsStats(NamedTuple):
     files: int
     files_free: int
     st_dev: int | None = None
+    fsid: int | None = None
 
 
 UsageProvider = Callable[[str], FsStats]
@@ -64,7 +66,14 @@ def statvfs_usage(path: str) -> FsStats:
     swapped for a symlink since the check is refused (ELOOP), not followed to another filesystem."""
     vfs, st_dev = _statvfs_unfollowed(path)
     return FsStats(
-        vfs.f_frsize or vfs.f_bsize, vfs.f_blocks, vfs.f_bfree, vfs.f_bavail, vfs.f_files, vfs.f_ffree, st_dev
+        vfs.f_frsize or vfs.f_bsize,
+        vfs.f_blocks,
+        vfs.f_bfree,
+        vfs.f_bavail,
+        vfs.f_files,
+        vfs.f_ffree,
+        st_dev,
+        getattr(vfs, "f_fsid", None),
     )
 
 
@@ -114,6 +123,12 @@ def _statvfs_read_through(path: str) -> tuple[os.statvfs_result, int | None]:
             return os.fstatvfs(parent), st.st_dev
         with closing_fd(os.open(name, _READ_DIRECTORY, dir_fd=parent)) as fd:
             return os.fstatvfs(fd), os.fstat(fd).st_dev
+
+
+def filesystem_identity(st_dev: int, fsid: int) -> str:
+    """A filesystem's identity: its device number and statvfs' filesystem id, which ext4 and btrfs derive
+    from their UUID and tmpfs makes anew at each mount (XFS derives it from the device number)."""
+    return f"{os.major(st_dev)}:{os.minor(st_dev)}/{fsid:x}"
 
 
 def percent_used(used: int, available: int) -> int | None:
@@ -321,6 +336,9 @@ class FilesystemUsage:
     reason: str | None = None
     st_dev: int | None = None
     rate: Rate | None = None
+    #: The filesystem's identity (``history.snapshots.filesystem_id``) as probed at its mount point; None
+    #: when not known, or probed at a path below it (a btrfs subvolume there has an identity of its own).
+    identity: str | None = None
 
     def alerts(self) -> list[str]:
         """What is over the threshold; read-only filesystems cannot fill up further, so never."""
@@ -339,11 +357,18 @@ class FilesystemUsage:
         return (0, -self.figures.fullness(), self.mount.mount_point)
 
 
-def entry_from(mount: Mount, result: FsStats | OSError) -> FilesystemUsage:
+def entry_from(mount: Mount, result: FsStats | OSError, probed: str | None = None) -> FilesystemUsage:
+    """The entry of ``mount`` from its statvfs (``probed``: the path it was of, None for the mount point)."""
     if isinstance(result, OSError):
         reason = result.strerror or str(result)
         return FilesystemUsage(mount, status="error", reason=f"cannot read usage: {reason}")
-    return FilesystemUsage(mount, Figures.from_stats(result), st_dev=result.st_dev)
+    at_mount_point = probed is None or os.path.normpath(probed) == os.path.normpath(mount.mount_point)
+    identity = (
+        filesystem_identity(result.st_dev, result.fsid)
+        if at_mount_point and result.st_dev is not None and result.fsid is not None
+        else None
+    )
+    return FilesystemUsage(mount, Figures.from_stats(result), st_dev=result.st_dev, identity=identity)
 
 
 class SampleClock:
@@ -432,7 +457,7 @@ class Disks:
         mount = table.holding(real, st_dev) or Mount("/", "unknown", "unknown")
         if st_dev is not None and not mount.dev:
             mount = self._volume_with_device(mount, st_dev, table)
-        return entry_from(mount, result)
+        return entry_from(mount, result, real)
 
     def _volume_with_device(self, mount: Mount, st_dev: int, table: MountTable) -> Mount:
         """Where the table has no device numbers (getfsstat), the APFS volume a path really is on.
