@@ -16,7 +16,7 @@ import pwd
 import re
 import shlex
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp import platform
@@ -184,64 +184,116 @@ def regular_files(
 
 #: How a directory is opened to be listed: only a directory, never through a symlink.
 _LIST = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: The most directory descriptors one walk holds at once, however deep the tree: a walk deeper than this
+#: closes its outer directories' and reaches each again through its child's '..' (``_Level.reopen``).
+WALK_DESCRIPTORS = 64
 
 
-def _below(root: bytes, keep: Filter | None, recurse: bool) -> Iterator[tuple[bytes, os.stat_result]]:
+@dataclass
+class _Level:
+    """A directory being walked: its path, its descriptor (None while a deeper walk has it closed), the
+    subdirectories still to go into (popped in name order), and what it is (device, inode)."""
+
+    path: bytes
+    fd: int | None
+    pending: list[tuple[bytes, os.stat_result]]
+    dev: int
+    ino: int
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+    def reopen(self, child: _Level) -> None:
+        """This directory again through ``child``'s '..', only if it is still the inode it was; else its
+        subdirectories still to go are left (moved away during the walk: where they are now is unknown)."""
+        try:
+            fd = os.open("..", _LIST, dir_fd=child.fd) if child.fd is not None else None
+        except OSError:
+            fd = None
+        if fd is not None:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) == (self.dev, self.ino):
+                self.fd = fd
+                return
+            os.close(fd)
+        self.pending.clear()
+
+
+def _open_top(root: bytes) -> int | None:
+    """``root``'s descriptor for listing, reached from ``/`` without following a symlink (``/`` itself
+    opened as it is); None when it cannot be."""
+    try:
+        if not root.strip(b"/"):
+            return os.open(b"/", _LIST)
+        parent, name = open_parent(os.fsdecode(root))
+    except (OSError, ValueError):
+        return None
+    with closing_fd(parent):
+        try:
+            return os.open(name, _LIST, dir_fd=parent)
+        except OSError:
+            return None
+
+
+def _below(
+    root: bytes, keep: Filter | None, recurse: bool
+) -> Generator[tuple[bytes, os.stat_result], None, None]:
     """The regular files under ``root``, depth first. Why descriptors: a user who owns a place a class walks
     (their caches, their trash) could swap a directory for a symlink after it was looked at and before it
     was listed, and a walk by name would list wherever that leads, naming files outside the scope. ``root``
     is reached from ``/`` without following a symlink (one on its way: never followed, as a home's
     ``~/.cache`` pointing elsewhere), and each directory below is opened relative to its parent's
-    descriptor with ``O_NOFOLLOW`` and must be the directory its parent's listing showed."""
-    try:
-        parent, name = open_parent(os.fsdecode(root))
-    except (OSError, ValueError):
+    descriptor with ``O_NOFOLLOW`` and must be the directory its parent's listing showed. Why a budget of
+    descriptors: the user who owns the place decides how deep it goes, and one descriptor a level would
+    let them spend all the server's."""
+    fd = _open_top(root)
+    if fd is None:
         return
-    with closing_fd(parent):
-        try:
-            fd = os.open(name, _LIST, dir_fd=parent)
-        except OSError:
-            return
-    top_dev = os.fstat(fd).st_dev
-    # the directories being walked, outermost first: path, descriptor, subdirectories still to go into
-    chain: list[tuple[bytes, int, list[tuple[bytes, os.stat_result]]]] = []
-    path: bytes = root
-    current: int | None = fd
+    top = os.fstat(fd)
+    chain: list[_Level] = []  # the directories being walked, outermost first
+    current: tuple[bytes, int, os.stat_result] | None = (root, fd, top)
     try:
         while True:
             if current is not None:
+                path, here_fd, here = current
                 pending: list[tuple[bytes, os.stat_result]] = []
-                for name, st in _listed(current):
+                chain.append(_Level(path, here_fd, pending, here.st_dev, here.st_ino))
+                current = None
+                if len(chain) > WALK_DESCRIPTORS:
+                    chain[-WALK_DESCRIPTORS - 1].close()
+                for name, st in _listed(here_fd):
                     if stat.S_ISDIR(st.st_mode):
-                        if recurse and st.st_dev == top_dev:
+                        if recurse and st.st_dev == top.st_dev:
                             pending.append((name, st))
                     elif stat.S_ISREG(st.st_mode) and (keep is None or keep(name)):
                         yield os.path.join(path, name), st
                 pending.reverse()  # popped in name order
-                chain.append((path, current, pending))
-                current = None
             if not chain:
                 return
-            here, here_fd, pending = chain[-1]
-            if not pending:
-                os.close(here_fd)
+            level = chain[-1]
+            if not level.pending or level.fd is None:
                 chain.pop()
+                if chain and chain[-1].fd is None:
+                    chain[-1].reopen(level)
+                level.close()
                 continue
-            name, st = pending.pop()
+            name, st = level.pending.pop()
             try:
-                child = os.open(name, _LIST, dir_fd=here_fd)
+                child = os.open(name, _LIST, dir_fd=level.fd)
             except OSError:  # gone, or a symlink now (ELOOP)
                 continue
             now = os.fstat(child)
             if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # another directory swapped in
                 os.close(child)
                 continue
-            current, path = child, os.path.join(here, name)
+            current = (os.path.join(level.path, name), child, now)
     finally:
         if current is not None:
-            os.close(current)
-        for _path, open_fd, _pending in chain:
-            os.close(open_fd)
+            os.close(current[1])
+        for level in chain:
+            level.close()
 
 
 def _listed(fd: int) -> list[tuple[bytes, os.stat_result]]:

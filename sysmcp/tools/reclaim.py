@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -149,9 +150,9 @@ REASONS = {
     "immutable": "marked immutable since the plan (lsattr shows i; chattr +i), so it is never touched",
     "append_only": "marked append-only since the plan (lsattr shows a; chattr +a), so it is never touched",
     "directory_immutable": "its directory {directory} is marked immutable (lsattr -d shows i), so no name in "
-    "it can be removed or replaced: to free it, run chattr -i {directory} and reclaim again, or leave it",
+    "it can be removed or replaced: to free it, run chattr -i {directory_word} and reclaim again, or leave it",
     "directory_append_only": "its directory {directory} is marked append-only (lsattr -d shows a), so no name "
-    "in it can be removed or replaced: to free it, run chattr -a {directory} and reclaim again, or leave it",
+    "in it can be removed or replaced: to free it, run chattr -a {directory_word} and reclaim again, or leave it",
 }
 #: What was done to the files of an item, by its action.
 DONE = {"delete": "removed", "truncate": "emptied", "link": "linked"}
@@ -458,7 +459,12 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
         for skip in skipped[:SKIPS_SHOWN]:
             exact = reclaim_plan.exact_name(skip.path, skip.path_bytes or None)
             why, left, where = skip.reason.partition("; ")  # "changed; left as .sysmcp-aside-…"
-            told = REASONS.get(why, why).replace("{directory}", escaped(os.path.dirname(exact) or b"/"))
+            directory = escaped(os.path.dirname(exact) or b"/")
+            told = (
+                REASONS.get(why, why)
+                .replace("{directory_word}", shlex.quote(directory))  # a command to paste: one word
+                .replace("{directory}", directory)
+            )
             lines.append(f"      skipped {escaped(exact)}: {told}{left}{where}")
         if len(skipped) > SKIPS_SHOWN:
             more = more_not_shown(len(skipped) - SKIPS_SHOWN, "skipped file")

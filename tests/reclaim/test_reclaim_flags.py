@@ -6,6 +6,7 @@ says why in those words (not "Operation not permitted", not a file left under a 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -277,6 +278,24 @@ def test_a_directory_marked_since_the_plan_says_which_and_how_to_go_on(
     text = reclaim.render(reclaim.report(plan, results))
     assert f"its directory {logs} is marked {word.replace('_', '-')}" in text, text
     assert f"run chattr {flag.replace('+', '-')} {logs} and reclaim again, or leave it" in text, text
+
+
+def test_the_command_to_unmark_a_directory_names_it_as_one_shell_word(
+    tmp_path: Path, chattr: list[Path]
+) -> None:
+    """A directory with a space, a quote and a ``;`` in its name marked since the plan: the answer said
+    ``run chattr -i /…/my logs; x's and reclaim again``, a command that unmarks nothing (or runs what
+    follows the ``;``) when pasted, as the model or the operator is told to. The command now quotes it."""
+    logs = tmp_path / "var/log/my logs; x's"
+    write(logs / "old.1", 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    mark(chattr, logs, "+i")
+    results = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True))
+    assert [o.reason for o in results[0].outcomes] == ["directory_immutable"]
+    text = reclaim.render(reclaim.report(plan, results))
+    assert f"its directory {logs} is marked immutable" in text, text
+    command = text.split("run ", 1)[1].split(" and reclaim again")[0]
+    assert shlex.split(command) == ["chattr", "-i", str(logs)], text
 
 
 def test_the_script_skips_a_file_or_a_directory_marked_since_the_plan_and_says_which(

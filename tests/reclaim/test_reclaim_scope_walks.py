@@ -147,3 +147,104 @@ def test_a_directory_swapped_for_a_symlink_while_the_plan_walks_is_not_followed(
     listed = [path for path, _st in classes.regular_files([os.fsencode(cache)], swap_when_z_is_seen)]
     assert (cache / "sub").is_symlink()  # the swap happened, during the walk
     assert sorted(listed) == sorted(os.fsencode(cache / n) for n in ("a.whl", "z.whl")), listed
+
+
+def test_stray_core_files_in_the_root_directory_are_still_found(tmp_path: Path) -> None:
+    """``/`` is a place the plan looks in for stray core files (a daemon's working directory is ``/``,
+    and ``core_pattern`` ``core`` writes there). The walk by descriptor reached each place through its
+    parent (``open_parent``), which ``/`` has not: ``/`` was never listed, and a ``/core.1234`` never
+    planned. Listed here through the same walk, without writing into the real ``/``: its regular files
+    are those ``os.scandir('/')`` sees."""
+    expected = sorted(
+        os.fsencode(entry.path) for entry in os.scandir("/") if entry.is_file(follow_symlinks=False)
+    )
+    listed = sorted(path for path, _st in classes.regular_files([b"/"], recurse=False))
+    assert listed == expected and all(path.startswith(b"/") for path in listed)
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_deep_tree_holds_few_descriptors_and_every_file_is_still_found(tmp_path: Path) -> None:
+    """A user who owns a place a class walks (their caches) nests a directory a few thousand levels deep
+    in it: the walk held one descriptor a level, so a root server's walk of it spent its descriptors
+    (1024 under systemd's default soft limit) and every other call made meanwhile failed with EMFILE,
+    while the walk took EMFILE for 'gone' and silently listed nothing deeper. Now it holds at most a
+    budget of them, reaching a parent again through its child's '..' (the same inode, or not at all),
+    and still finds every file, the ones after a deep branch included."""
+    cache = tmp_path / "cache"
+    deep = cache
+    names = []
+    for _level in range(200):
+        deep = deep / "d"
+        names.append(deep / "f")
+    os.makedirs(deep)
+    for path in names:
+        path.write_bytes(b"x")
+    (cache / "z").write_bytes(b"after the deep branch")
+    (cache / "d/e").mkdir()
+    (cache / "d/e/g").write_bytes(b"in a sibling after the deep branch")
+    before = open_descriptors()
+    most = 0
+
+    def counting(_name: bytes) -> bool:
+        nonlocal most
+        most = max(most, open_descriptors() - before)
+        return True
+
+    listed = {path for path, _st in classes.regular_files([os.fsencode(cache)], counting)}
+    assert listed == {os.fsencode(p) for p in [*names, cache / "z", cache / "d/e/g"]}
+    assert most <= classes.WALK_DESCRIPTORS + 2, most
+    assert open_descriptors() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_a_walk_left_part_way_or_failing_part_way_closes_every_descriptor(tmp_path: Path) -> None:
+    """The walk is a generator: one abandoned part way (a cancelled plan) or failing part way closes
+    all it holds."""
+    deep = tmp_path / "c"
+    for _ in range(100):
+        deep = deep / "d"
+        deep.mkdir(parents=True)
+        (deep / "f").write_bytes(b"x")
+    before = open_descriptors()
+    walk = classes._below(os.fsencode(tmp_path / "c"), None, True)  # a generator
+    for _ in range(90):
+        next(walk)
+    walk.close()
+    assert open_descriptors() == before
+
+    def failing(name: bytes) -> bool:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        list(classes._below(os.fsencode(tmp_path / "c"), failing, True))
+    assert open_descriptors() == before
+
+
+def test_a_deep_walk_whose_directory_was_moved_out_lists_nothing_where_it_went(tmp_path: Path) -> None:
+    """Deeper than its descriptor budget the walk reaches a parent again through '..': the user moves a
+    directory it is in out of their cache meanwhile, and that '..' leads to where it went now. It is
+    not the parent listed, so nothing there is listed (and the rest of that parent is let go)."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.key").write_bytes(b"k" * 100)
+    (outside / "sub").mkdir()
+    (outside / "sub/other.key").write_bytes(b"k" * 100)
+    deep = cache
+    for _ in range(classes.WALK_DESCRIPTORS + 20):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "bottom").write_bytes(b"x")
+    moved = cache / "d/d/d"
+
+    def move_at_the_bottom(name: bytes) -> bool:
+        if name == b"bottom":
+            moved.rename(outside / "moved")
+        return True
+
+    listed = [path for path, _st in classes.regular_files([os.fsencode(cache)], move_at_the_bottom)]
+    assert (outside / "moved").is_dir()
+    assert [p for p in listed if b"secret" in p or b"other" in p] == [], listed
