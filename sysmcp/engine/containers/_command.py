@@ -12,9 +12,11 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from sysmcp.engine.commands import run_command
+from sysmcp.engine.containers import _model
 from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file, seconds
 from sysmcp.engine.faults import Unavailable
 
@@ -34,23 +36,29 @@ def ask(argv: Sequence[str], timeout_s: float) -> Any:
         ) from None
 
 
-_DECIMAL = re.compile(r"([0-9.]+)\s*([kKMGTP]?)B")
+#: A figure as docker's command prints it: digits, an optional fraction, a decimal unit, and what it
+#: may add in parentheses ('1.2GB (50%)'); nothing else (no sign, exponent, NaN, second point).
+_DECIMAL = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([kKMGTP]?)B(?:\s*\(.*\))?")
 _SCALE = {"": 1, "k": 1000, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4, "P": 1000**5}
+_COUNT = re.compile(r"[0-9]{1,19}")
 
 
 def decimal_size(text: str) -> int | None:
-    """``'1.2GB (50%)'`` → 1200000000: a figure as docker's command prints it (decimal units, rounded)."""
-    match = _DECIMAL.match(text.strip())
+    """``'1.2GB (50%)'`` → 1200000000: a figure as docker's command prints it (decimal units, rounded);
+    None (unknown) for anything else, or past what a file's size can be: one malformed figure of a
+    hostile engine is that item's size unknown, never a failed survey."""
+    match = _DECIMAL.fullmatch(text.strip())
     if match is None:
         return None
-    return int(float(match.group(1)) * _SCALE[match.group(2)])
+    return _model.amount(int(Decimal(match.group(1)) * _SCALE[match.group(2)]))
 
 
 def _count(text: Any) -> int | None:
-    try:
-        return max(int(text), 0)
-    except (TypeError, ValueError):
-        return None
+    """A count as docker's command prints it (``'3'``; ``'N/A'`` where the engine did not count):
+    decimal digits, or a JSON integer; '-1', '1e3', 'NaN' or a boolean are unknown, never 0 nor a failure."""
+    if isinstance(text, str):
+        return _model.amount(int(text)) if _COUNT.fullmatch(text) else None
+    return _model.amount(text)
 
 
 def _when(text: Any) -> float:
@@ -115,7 +123,7 @@ def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
             image=str(row.get("Image", "")),
             state=str(row.get("State") or "unknown"),
             created=seconds(row.get("Created")),
-            writable=_count((row.get("Size") or {}).get("rwSize")),
+            writable=_model.amount((row.get("Size") or {}).get("rwSize")),
             volumes=(),  # ps names mount destinations, not volumes
         )
         for row in rows
@@ -125,7 +133,12 @@ def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
 def podman_volumes(rows: list[dict[str, Any]]) -> list[Volume]:
     """``podman volume ls --format json``: no sizes (podman measures them only in ``system df``)."""
     return [
-        Volume(str(row.get("Name", "")), None, _count(row.get("MountCount")), str(row.get("Mountpoint", "")))
+        Volume(
+            str(row.get("Name", "")),
+            None,
+            _model.amount(row.get("MountCount")),
+            str(row.get("Mountpoint", "")),
+        )
         for row in rows
     ]
 

@@ -1,0 +1,187 @@
+"""container_usage against an engine that says anything: a rootless engine on a user's socket, or the
+``docker``/``podman`` command of such an engine, is another user's word. What it gives malformed is
+that item's figure unknown, never a failed survey nor a figure it did not give."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.engine.containers import ContainersRequest, Survey, survey
+from sysmcp.engine.containers._command import decimal_size
+from sysmcp.tools.container_usage import answer, render
+
+HUGE = 10**400  # JSON allows it; no float holds it
+
+#: What ``docker info --format json`` prints, enough to be Docker's (no ``store``: not Podman's).
+DOCKER_INFO = {"ServerVersion": "24.0.7", "DockerRootDir": "/nonexistent/docker", "Driver": "overlay2"}
+
+
+def _stub(box: Path, monkeypatch: pytest.MonkeyPatch, command: str, says: dict[str, Any]) -> None:
+    """A ``command`` first on PATH that prints ``says[<its first argument>]`` as JSON (as docker's and
+    podman's ``--format json`` do: ``Infinity`` and ``NaN`` as Python's JSON writes them)."""
+    (box / f"{command}.json").write_text(json.dumps(says))
+    stub = box / command
+    stub.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"print(json.dumps(json.load(open({str(box / f'{command}.json')!r}))[sys.argv[1]]))\n"
+    )
+    stub.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{box}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+
+
+def _by_command(command: str) -> Survey:
+    return survey(ContainersRequest(sockets=(), commands=(command,), walk=False, timeout_s=60))
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "bin").mkdir()
+    yield tmp_path / "bin"
+
+
+# -- docker's command: sizes as rounded decimal text ----------------------------------------------
+
+#: Figures no docker prints, each failing the whole survey or giving a size nobody measured before.
+MALFORMED_SIZES = [
+    "1.2.3GB",  # float('1.2.3'): ValueError, the survey failed
+    "1..5MB",  # the same
+    ".GB",  # float('.'): the same
+    "9" * 400 + "GB",  # float: inf, int(inf): OverflowError, the survey failed
+    "99999999999999999999PB",  # 10**35 bytes: more than any disk (a size no file can have)
+    "NaNkB",
+    "-5MB",
+    "-1B",
+    "1e999GB",
+    "inf GB",
+    "0x10MB",
+    "",
+    "N/A",
+    "12",  # no unit
+    "1.5EB",  # a unit docker's figures never reach here
+    "1.5MB then more",
+]
+
+
+def _docker_df(size: str) -> dict[str, Any]:
+    """``docker system df -v --format json`` with ``size`` as one container's, one volume's and one
+    image's size, beside a well-formed one of each."""
+    return {
+        "Images": [
+            {"ID": "sha256:good", "Repository": "good", "Tag": "1", "Size": "2MB", "SharedSize": "0B"},
+            {"ID": "sha256:bad", "Repository": "bad", "Tag": "1", "Size": size, "SharedSize": size},
+        ],
+        "Containers": [
+            {"ID": "c1", "Names": "good", "Image": "good:1", "State": "exited", "Size": "1.5MB"},
+            {"ID": "c2", "Names": "bad", "Image": "bad:1", "State": "exited", "Size": size},
+        ],
+        "Volumes": [
+            {"Name": "good", "Links": "1", "Size": "3kB", "Mountpoint": "/nonexistent/docker/volumes/good"},
+            {"Name": "bad", "Links": "1", "Size": size, "Mountpoint": "/nonexistent/docker/volumes/bad"},
+        ],
+        "BuildCache": [{"Size": "4MB", "InUse": True}, {"Size": size, "InUse": False}],
+    }
+
+
+@pytest.mark.parametrize("size", MALFORMED_SIZES, ids=repr)
+def test_a_malformed_size_from_dockers_command_is_that_items_size_unknown_not_a_failed_survey(
+    box: Path, monkeypatch: pytest.MonkeyPatch, size: str
+) -> None:
+    _stub(box, monkeypatch, "docker", {"info": DOCKER_INFO, "system": _docker_df(size), "container": []})
+    found = _by_command("docker")
+    assert {c.name: c.writable for c in found.containers} == {"good": 1_500_000, "bad": None}
+    assert {v.name: v.size for v in found.volumes} == {"good": 3000, "bad": None}
+    assert found.build_cache.bytes == 4_000_000
+    text = render(answer(found, 10, 0.0, None))
+    assert "writable layers at least 1.4 MiB (1 unknown)" in text, text
+    assert "         ?  bad  exited, bad:1" in text, text
+    assert "Volumes: 2 volumes, at least 2.9 KiB (1 unknown)" in text, text
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("0B", 0),
+        ("1.982MB", 1_982_000),
+        ("1.001MB", 1_001_000),  # read exactly: not 1000999 (float's 1.001 * 10**6)
+        ("1.2GB (50%)", 1_200_000_000),
+        ("  512kB ", 512_000),
+        ("3 B", 3),
+        ("2.5TB", 2_500_000_000_000),
+    ],
+)
+def test_the_sizes_dockers_command_prints_are_read_back(text: str, size: int) -> None:
+    assert decimal_size(text) == size
+
+
+#: Counts docker prints as decimal text ('N/A' where the engine did not count): anything else unknown.
+MALFORMED_COUNTS = ["-1", "-5", "N/A", "1e3", "NaN", "Infinity", "", " ", "1.5", "9" * 30, True, 2.0, None]
+
+
+@pytest.mark.parametrize("links", MALFORMED_COUNTS, ids=repr)
+def test_a_malformed_count_from_dockers_command_is_unknown_never_a_dangling_volume(
+    box: Path, monkeypatch: pytest.MonkeyPatch, links: Any
+) -> None:
+    df = {"Volumes": [{"Name": "v", "Links": links, "Size": "3kB", "Mountpoint": ""}]}
+    _stub(box, monkeypatch, "docker", {"info": DOCKER_INFO, "system": df, "container": []})
+    found = _by_command("docker")
+    assert [(v.refs, v.dangling) for v in found.volumes] == [(None, False)]
+    assert "containers using it unknown" in render(answer(found, 10, 0.0, None))
+
+
+# -- podman's command: exact figures as JSON numbers ------------------------------------------------
+
+PODMAN_INFO = {
+    "host": {"logDriver": "k8s-file"},
+    "store": {"graphRoot": "/nonexistent/storage", "graphDriverName": "vfs"},
+    "version": {"Version": "4.3.1"},
+}
+
+#: JSON no podman prints for a size or count: each is unknown (the survey failed on Infinity, the
+#: render on 10**400; -1 was a dangling volume, true one container, "12" and 1.5 counts nobody gave).
+HOSTILE_NUMBERS = [
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    HUGE,
+    2**63,
+    -1,
+    True,
+    False,
+    "12",
+    1.5,
+    [],
+    {},
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE_NUMBERS, ids=repr)
+def test_a_hostile_number_from_podmans_command_is_unknown_not_a_failed_survey(
+    box: Path, monkeypatch: pytest.MonkeyPatch, value: Any
+) -> None:
+    says = {
+        "info": PODMAN_INFO,
+        "images": [],
+        "ps": [
+            {"Id": "a1", "Names": ["good"], "State": "exited", "Size": {"rwSize": 7}},
+            {"Id": "b2", "Names": ["bad"], "State": "exited", "Size": {"rwSize": value}},
+        ],
+        "volume": [
+            {"Name": "good", "Mountpoint": "/nonexistent/storage/volumes/good", "MountCount": 0},
+            {"Name": "bad", "Mountpoint": "/nonexistent/storage/volumes/bad", "MountCount": value},
+        ],
+        "container": [],
+    }
+    _stub(box, monkeypatch, "podman", says)
+    found = _by_command("podman")
+    assert {c.name: c.writable for c in found.containers} == {"good": 7, "bad": None}
+    assert {v.name: (v.refs, v.dangling) for v in found.volumes} == {"good": (0, True), "bad": (None, False)}
+    text = render(answer(found, 10, 0.0, None))
+    assert "         ?  bad  exited" in text and "Volumes: 2 volumes, size unknown; 1 dangling" in text, text
