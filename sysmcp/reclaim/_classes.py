@@ -431,7 +431,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         ),
         (
             "images",
-            sum(i.unique for i in found.images if i.dangling),
+            sum(i.unique or 0 for i in found.images if i.dangling),
             f"{engine} image prune",
             "untagged images are pulled or built again when needed",
             REGENERABLE,

@@ -53,13 +53,18 @@ _PATH = "Its path; null outside the allowed roots."
 _NAME = "Its name."
 
 
+_NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
+
+
 @result
 class LargeImage(Open):  # a row (Open) may carry more than its schema names, as every row here
     id: str = prop("The image ID, short.")
     tags: list[str] = prop("Its repository:tag names (none: dangling).")
-    bytes: int = prop("All its layers' bytes.")
+    bytes: int | None = prop("All its layers' bytes (null: the engine gave no size it could have).")
     shared_bytes: int = prop("Bytes of layers other images have too (its whole size in a partial answer).")
-    unique_bytes: int = prop("Bytes only it holds: what removing it frees (unknown, 0, in a partial answer).")
+    unique_bytes: int | None = prop(
+        "Bytes only it holds: what removing it frees (unknown, 0, in a partial answer; null: its size unknown)."
+    )
     containers: int = prop("Containers made from it.")
     tags_not_shown: Opt[int] = prop(f"Its tags past the first {TAGS_SHOWN}, not named; absent: none.")
 
@@ -75,6 +80,9 @@ class ImageTotals:
     dangling_unique_bytes: int = prop(
         "Bytes only the untagged images hold (unknown, 0, in a partial answer)."
     )
+    not_measured: Opt[int] = prop(
+        "Images of unknown size, in no figure here (layer_bytes a lower bound where estimated); absent: none."
+    )
     largest: list[LargeImage] = prop("The largest images (at most top_n).")
 
 
@@ -85,9 +93,6 @@ class LargeContainer(Open):
     state: str = prop("running, exited, created, paused …")
     age_s: float | None = prop("Seconds since it was created (null: the engine gave no time).")
     writable_bytes: int | None = prop("Its writable layer (null: not measured).")
-
-
-_NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
 
 
 def _unknown(sizes: list[int | None]) -> Opt[int]:
@@ -224,7 +229,7 @@ def _path_said(path: str, allowed: list[Path] | None) -> str | None:
 
 
 def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:
-    images = sorted(found.images, key=lambda i: (-i.size, i.id))
+    images = sorted(found.images, key=lambda i: (-(i.size or 0), i.id))
     containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
     logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
@@ -250,7 +255,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             layer_bytes=found.layers,
             layer_bytes_estimated=found.layers_estimated,
             dangling=sum(i.dangling for i in images),
-            dangling_unique_bytes=sum(i.unique for i in images if i.dangling),
+            dangling_unique_bytes=sum(i.unique or 0 for i in images if i.dangling),
+            not_measured=_unknown([i.size for i in images]),
             largest=[
                 LargeImage(
                     _said(i.id.removeprefix("sha256:")[:12]),
@@ -356,14 +362,17 @@ def render(s: ContainerUsage) -> str:
     lines.append(
         f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
+        + ("" if im.not_measured is ABSENT else f" ({im.not_measured:,} of unknown size)")
         + (f"; {im.dangling:,} dangling ({dangling})" if im.dangling else "")
     )
     for i in im.largest:
-        held = f"unique {human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        held = f"unique {_size(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        held = "unique and shared bytes unknown" if s.partial else held
+        held = "size unknown" if i.bytes is None else held
         more = "" if i.tags_not_shown is ABSENT else f" (and {plural(i.tags_not_shown, 'more tag')})"
         lines.append(
-            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
-            f"{'unique and shared bytes unknown' if s.partial else held}, {plural(i.containers, 'container')}"
+            f"  {_size(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
+            f"{held}, {plural(i.containers, 'container')}"
         )
     lines += _more(len(im.largest), im.count, "image")
     co = s.containers

@@ -99,7 +99,18 @@ def test_a_malformed_size_from_dockers_command_is_that_items_size_unknown_not_a_
     assert {c.name: c.writable for c in found.containers} == {"good": 1_500_000, "bad": None}
     assert {v.name: v.size for v in found.volumes} == {"good": 3000, "bad": None}
     assert found.build_cache.bytes == 4_000_000
-    text = render(answer(found, 10, 0.0, None))
+    assert {i.tags: (i.size, i.unique) for i in found.images} == {
+        ("good:1",): (2_000_000, 2_000_000),
+        ("bad:1",): (None, None),
+    }
+    usage = answer(found, 10, 0.0, None)
+    assert usage.images.not_measured == 1 and usage.images.largest[1].bytes is None
+    text = render(usage)
+    assert (
+        "Images: 2 images, 1.9 MiB of layers (estimated: the engine gave no total) (1 of unknown size)"
+        in text
+    )
+    assert "         ?  bad:1  size unknown, 0 containers" in text, text
     assert "writable layers at least 1.4 MiB (1 unknown)" in text, text
     assert "         ?  bad  exited, bad:1" in text, text
     assert "Volumes: 2 volumes, at least 2.9 KiB (1 unknown)" in text, text

@@ -137,8 +137,10 @@ class Survey:
 
     @property
     def not_measured(self) -> int:
-        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
-        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None)
+        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound
+        (an image's too where the layers' total is estimated from the images' sizes)."""
+        images = sum(i.size is None for i in self.images) if self.layers_estimated else 0
+        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None) + images
 
 
 def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
@@ -247,7 +249,7 @@ def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
     so none counted unique), containers and volumes unmeasured, no layer total nor build cache."""
     images, listed = api.get("/images/json"), api.get("/containers/json?all=1")
     uses = Counter(str(c.get("ImageID")) for c in listed)  # as /system/df counts them
-    found.images = [replace(i, shared=i.size, containers=uses[i.id]) for i in _model.images(images)]
+    found.images = [replace(i, shared=i.size or 0, containers=uses[i.id]) for i in _model.images(images)]
     found.containers = [replace(c, writable=None) for c in _model.containers({"Containers": listed})]
     check()
     found.volumes = _model.volumes(api.get("/volumes"))
@@ -256,7 +258,7 @@ def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
 def _estimate_layers(found: Survey) -> None:
     """The layers' total where the engine gives none: each image's unique bytes plus the largest shared."""
     if found.images:
-        found.layers = sum(i.unique for i in found.images) + max(i.shared for i in found.images)
+        found.layers = sum(i.unique or 0 for i in found.images) + max(i.shared for i in found.images)
         found.layers_estimated = True
 
 

@@ -74,13 +74,13 @@ def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Vo
     images = []
     for row in df.get("Images") or ():
         repository, tag = str(row.get("Repository", "")), str(row.get("Tag", ""))
-        size = decimal_size(str(row.get("Size", ""))) or 0
+        size = decimal_size(str(row.get("Size", "")))
         images.append(
             Image(
                 id=str(row.get("ID", "")),
                 tags=() if "<none>" in (repository, tag) else (f"{repository}:{tag}",),
                 size=size,
-                shared=min(decimal_size(str(row.get("SharedSize", ""))) or 0, size),
+                shared=min(decimal_size(str(row.get("SharedSize", ""))) or 0, size or 0),
                 containers=_count(row.get("Containers")) or 0,
                 created=_when(row.get("CreatedAt")),
             )

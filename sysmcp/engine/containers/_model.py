@@ -15,14 +15,14 @@ from typing import Any
 class Image:
     id: str
     tags: tuple[str, ...]
-    size: int  # bytes of every layer it has
+    size: int | None  # bytes of every layer it has (None: the engine gave no size it could have)
     shared: int  # of which layers other images have too
     containers: int
     created: float
 
     @property
-    def unique(self) -> int:
-        return max(self.size - self.shared, 0)
+    def unique(self) -> int | None:
+        return None if self.size is None else max(self.size - self.shared, 0)
 
     @property
     def dangling(self) -> bool:
@@ -93,13 +93,13 @@ def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
     """``/system/df``'s images, or ``podman images -a --format json``'s (their tags in ``Names``)."""
     rows = []
     for item in items:
-        size = amount(item.get("Size")) or 0
+        size = amount(item.get("Size"))
         rows.append(
             Image(
                 id=str(item.get("Id", "")),
                 tags=tuple(t for t in strings(item.get(tags)) if t and "<none>" not in t),
                 size=size,
-                shared=min(amount(item.get("SharedSize")) or 0, size),
+                shared=min(amount(item.get("SharedSize")) or 0, size or 0),
                 containers=amount(item.get("Containers")) or 0,
                 created=seconds(item.get("Created")),
             )
