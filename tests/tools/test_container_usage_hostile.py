@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import ContainersRequest, Survey, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, survey
 from sysmcp.engine.containers._command import decimal_size
 from sysmcp.tools.container_usage import answer, render
 
@@ -30,6 +30,7 @@ def _stub(box: Path, monkeypatch: pytest.MonkeyPatch, command: str, says: dict[s
     stub = box / command
     stub.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(box / 'calls')!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
         f"print(json.dumps(json.load(open({str(box / f'{command}.json')!r}))[sys.argv[1]]))\n"
     )
     stub.chmod(0o755)
@@ -37,8 +38,14 @@ def _stub(box: Path, monkeypatch: pytest.MonkeyPatch, command: str, says: dict[s
     monkeypatch.delenv("DOCKER_HOST", raising=False)
 
 
-def _by_command(command: str) -> Survey:
-    return survey(ContainersRequest(sockets=(), commands=(command,), walk=False, timeout_s=60))
+def _by_command(command: str, **request: Any) -> Survey:
+    return survey(ContainersRequest(sockets=(), commands=(command,), walk=False, timeout_s=60, **request))
+
+
+def _asked(box: Path, what: str) -> int:
+    """How many times the stub command was asked ``what`` ('container inspect')."""
+    calls = box / "calls"
+    return sum(line.startswith(what) for line in calls.read_text().splitlines()) if calls.exists() else 0
 
 
 @pytest.fixture
@@ -196,3 +203,51 @@ def test_a_hostile_number_from_podmans_command_is_unknown_not_a_failed_survey(
     assert {v.name: (v.refs, v.dangling) for v in found.volumes} == {"good": (0, True), "bad": (None, False)}
     text = render(answer(found, 10, 0.0, None))
     assert "         ?  bad  exited" in text and "Volumes: 2 volumes, size unknown; 1 dangling" in text, text
+
+
+# -- many containers: the inspects of their logs, through the command ------------------------------
+
+
+def _many(count: int) -> dict[str, Any]:
+    """``docker``'s answers for ``count`` containers, each inspect naming its log."""
+    ids = [f"c{n}" for n in range(count)]
+    df = {"Containers": [{"ID": c, "Names": c, "State": "exited", "Size": "1kB"} for c in ids]}
+    inspects = [
+        {"Id": c, "LogPath": f"/nonexistent/{c}.log", "HostConfig": {"LogConfig": {"Type": "json-file"}}}
+        for c in ids
+    ]
+    return {"info": DOCKER_INFO, "system": df, "container": inspects}
+
+
+def test_the_commands_inspects_stop_at_their_time_budget_and_the_containers_left_are_counted(
+    box: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stub(box, monkeypatch, "docker", _many(3))
+    found = _by_command("docker", inspect_timeout_s=0)
+    assert _asked(box, "container inspect") == 0
+    assert [(log.container, log.inspected) for log in found.logs] == [(c, False) for c in ("c0", "c1", "c2")]
+    assert "3 containers not inspected within the time budget" in render(answer(found, 10, 0.0, None))
+    kept = _by_command("docker")
+    assert [(log.container, log.inspected, log.file.path) for log in kept.logs] == [
+        (c, True, f"/nonexistent/{c}.log") for c in ("c0", "c1", "c2")
+    ]
+
+
+class Stop(Exception):
+    """What the survey's check raises once it stopped."""
+
+
+def test_a_survey_stopped_while_the_command_inspects_asks_no_further_inspect(
+    box: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_command, "INSPECT_AT_ONCE", 1)  # one command for each container
+    _stub(box, monkeypatch, "docker", _many(3))
+
+    def check() -> None:  # the survey stops (cancelled) once the first inspect was asked
+        if _asked(box, "container inspect"):
+            raise Stop
+
+    found = Survey("", "Docker 24.0.7", "/nonexistent/docker", "overlay2", "json-file", 0, command="docker")
+    with pytest.raises(Stop):
+        _command_figures("docker", found, ContainersRequest(timeout_s=60), lambda *_: None, check)
+    assert _asked(box, "container inspect") == 1

@@ -524,13 +524,15 @@ def _command_figures(
         found.images, found.containers, found.volumes, found.build_cache = _command.docker_df(df)
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
-    logs = (
-        _command.inspected_logs(command, [c.id for c in found.containers], timeout_s)
-        if found.containers
-        else {}
-    )
+    until = time.monotonic() + request.inspect_timeout_s
+    ids = [c.id for c in found.containers]
+    logs = _command.inspected_logs(command, ids, timeout_s, check, until) if ids else {}
     for done, container in enumerate(found.containers, 1):
-        log = logs.get(container.id)
-        if log is not None:
-            found.logs.append(Log(container.name, log, _log_bytes(log.path, request.may_walk)))
+        if container.id in logs:  # else removed since it was listed: its log gone with it
+            log = logs[container.id]
+            found.logs.append(
+                Log(container.name, LogFile("", "", None), None, inspected=False)
+                if log is None
+                else Log(container.name, log, _log_bytes(log.path, request.may_walk))
+            )
         report("inspect", done, 0)

@@ -9,15 +9,17 @@ DOCKER_HOST over ssh or tcp), but ``docker system df -v`` gives sizes only as ro
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from sysmcp.engine.commands import run_command
 from sysmcp.engine.containers import _model
-from sysmcp.engine.containers._model import BuildCache, Container, Image, Volume, log_file, seconds
+from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume, log_file, seconds
 from sysmcp.engine.faults import Unavailable
 
 #: Container ids named in one ``inspect`` command at most (an argv stays far below ARG_MAX).
@@ -143,10 +145,23 @@ def podman_volumes(rows: list[dict[str, Any]]) -> list[Volume]:
     ]
 
 
-def inspected_logs(command: str, ids: Sequence[str], timeout_s: float) -> dict[str, Any]:
-    """Each container's inspect, by id, through as few ``inspect`` commands as the ids need."""
-    found: dict[str, Any] = {}
+def inspected_logs(
+    command: str,
+    ids: Sequence[str],
+    timeout_s: float,
+    check: Callable[[], None] = lambda: None,
+    until: float = math.inf,
+) -> dict[str, LogFile | None]:
+    """Each container's log file, by id, through as few ``inspect`` commands as the ids need, asked
+    while ``until`` (monotonic) has not passed: the ids of those not asked map to None (an engine of a
+    hundred thousand containers is 200 commands of up to ``timeout_s`` each). ``check`` between them
+    raises once the survey stopped (cancelled, or another part failed)."""
+    found: dict[str, LogFile | None] = {}
     for start in range(0, len(ids), INSPECT_AT_ONCE):
+        check()
+        if time.monotonic() >= until:
+            found.update(dict.fromkeys(ids[start:], None))
+            break
         for item in ask(
             [command, "container", "inspect", "--format", "json", *ids[start : start + INSPECT_AT_ONCE]],
             timeout_s,
