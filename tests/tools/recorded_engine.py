@@ -16,18 +16,24 @@ from typing import Any
 
 @contextmanager
 def recorded_engine(
-    answers: dict[str, Any], path: str, mode: int | None = None, slow: dict[str, float] | None = None
+    answers: dict[str, Any],
+    path: str,
+    mode: int | None = None,
+    slow: dict[str, float] | None = None,
+    asked: list[str] | None = None,
 ) -> Iterator[str]:
     """An HTTP server on the Unix socket ``path`` answering each GET with ``answers`` by its path (the
     query left out; 404 for any other), ``mode`` its socket's permissions (None: as made), after
-    ``slow[path]`` seconds where given."""
+    ``slow[path]`` seconds where given; each path is added to ``asked`` as it arrives."""
 
     class Recorded(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            asked = self.path.split("?")[0]
-            time.sleep((slow or {}).get(asked, 0))
-            body = json.dumps(answers.get(asked, {"message": "no such"})).encode()
-            self.send_response(200 if asked in answers else 404)
+            url = self.path.split("?")[0]
+            if asked is not None:
+                asked.append(url)
+            time.sleep((slow or {}).get(url, 0))
+            body = json.dumps(answers.get(url, {"message": "no such"})).encode()
+            self.send_response(200 if url in answers else 404)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, survey
 from sysmcp.engine.containers._command import decimal_size
 from sysmcp.tools.container_usage import answer, render
+from tests.tools.recorded_engine import recorded_engine
 
 HUGE = 10**400  # JSON allows it; no float holds it
 
@@ -251,3 +254,31 @@ def test_a_survey_stopped_while_the_command_inspects_asks_no_further_inspect(
     with pytest.raises(Stop):
         _command_figures("docker", found, ContainersRequest(timeout_s=60), lambda *_: None, check)
     assert _asked(box, "container inspect") == 1
+
+
+# -- a slow engine: the survey's stop ends the GET under way --------------------------------------
+
+
+def test_a_survey_cancelled_while_the_engine_holds_a_get_returns_without_waiting_for_its_timeout(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [],
+    }
+    asked: list[str] = []
+
+    def cancel() -> None:  # the caller cancels once the engine holds /system/df (it measures for minutes)
+        if "/system/df" in asked:
+            raise Stop
+
+    with recorded_engine(answers, str(tmp_path / "e.sock"), slow={"/system/df": 600}, asked=asked) as path:
+        began = time.monotonic()
+        with pytest.raises(Stop):
+            survey(ContainersRequest(socket=path, walk=False, timeout_s=60), cancel=cancel)
+        took = time.monotonic() - began
+    # Not the GET's 60 s timeout: a bound far from what a loaded machine takes (a fraction of a second).
+    assert took < 30, took
+    assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]

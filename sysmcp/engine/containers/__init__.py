@@ -428,7 +428,11 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             until = time.monotonic() + request.inspect_timeout_s
             found.logs = _read_logs(second, found.data_root, report, check, request.may_walk, until)
 
-        _reconciled(found, request, [figures, logs], report, cancel)
+        def abort() -> None:
+            for connection in (api, second, third):
+                connection.abort()
+
+        _reconciled(found, request, [figures, logs], report, cancel, abort)
         found.engine = _model.engine_name(version.result())
         return found
 
@@ -439,10 +443,12 @@ def _reconciled(
     works: list[Callable[[Callable[[], None]], None]],
     report: Callable[[str, int, int], None],
     cancel: Cancel,
+    abort: Callable[[], None] = lambda: None,
 ) -> Survey:
     """``found`` filled by ``works``, each on a thread of its own, while this one walks the data root.
     A work calls the ``check`` it is given between its calls, which raises once this thread stopped
-    (cancelled, or another work failed); every thread has ended when this returns."""
+    (cancelled, or another work failed), and ``abort`` then ends the engine calls under way; every
+    thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
     root = _inside(found.data_root, request.may_walk)
     if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
@@ -470,6 +476,10 @@ def _reconciled(
                 except OSError as exc:  # the root itself: /var/lib/docker is root's alone (0710)
                     found.unwalkable = exc.strerror or str(exc)
             wait_for(futures, cancel)  # a work's failure is raised here
+        except BaseException:
+            stop.set()
+            abort()
+            raise
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout
     return found
