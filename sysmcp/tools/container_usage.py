@@ -209,6 +209,10 @@ class ContainerUsage:
         "Why the engine's sizes are missing: its lists only (image sizes whole, shared and unique "
         "bytes unknown; no layer total, writable layer, volume size nor build cache); absent: complete."
     )
+    repeated: Opt[int] = prop(
+        "Entries the engine listed again (an image's or container's id, a volume's name, a log file), "
+        "each counted once; absent: none."
+    )
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -339,6 +343,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
         note=note,
         command=found.command or ABSENT,
         partial=found.sizes_missing or ABSENT,
+        repeated=found.repeated or ABSENT,
     )
 
 
@@ -423,6 +428,11 @@ def render(s: ContainerUsage) -> str:
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
         lines += _reconciled(s.reconciliation, s.data_root)
+    if s.repeated is not ABSENT:
+        lines.append(
+            f"The engine listed {plural(s.repeated, 'entry', 'entries')} again (the same image or container id, "
+            "volume name or log file): each counted once"
+        )
     if s.note:
         lines.append(s.note)
     return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC

@@ -282,3 +282,37 @@ def test_a_survey_cancelled_while_the_engine_holds_a_get_returns_without_waiting
     # Not the GET's 60 s timeout: a bound far from what a loaded machine takes (a fraction of a second).
     assert took < 30, took
     assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]
+
+
+# -- an engine that lists one thing again ---------------------------------------------------------
+
+
+def test_an_image_container_volume_or_log_file_the_engine_lists_again_is_counted_once(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "a-json.log"
+    log.write_bytes(b"x" * 1000)
+    df = {
+        "Images": [{"Id": "sha256:i", "RepoTags": [], "Size": 5000, "SharedSize": 0}] * 2,
+        "Containers": [{"Id": "a", "Names": ["/web"], "State": "exited", "SizeRw": 300}] * 2
+        + [{"Id": "b", "Names": ["/copy"], "State": "exited", "SizeRw": 7}],
+        "Volumes": [{"Name": "v", "UsageData": {"Size": 200, "RefCount": 0}}] * 2,
+    }
+    inspect = {"LogPath": str(log), "HostConfig": {"LogConfig": {"Type": "json-file"}}}
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": df,
+        "/containers/json": [{"Id": "a", "Names": ["/web"]}] * 2 + [{"Id": "b", "Names": ["/copy"]}],
+        "/containers/a/json": inspect,
+        "/containers/b/json": inspect,  # another container naming the same file
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        found = survey(ContainersRequest(socket=path, walk=False))
+    usage = answer(found, 10, 0.0, None)
+    assert (usage.images.count, usage.images.dangling_unique_bytes) == (1, 5000)
+    assert (usage.containers.count, usage.containers.stopped_writable_bytes) == (2, 307)
+    assert (usage.volumes.count, usage.volumes.dangling_bytes) == (1, 200)
+    assert (usage.logs.count, usage.logs.bytes) == (1, 1000)
+    assert usage.repeated == 5  # the image, container a, the volume; a's log again, and b's (the same file)
+    assert "The engine listed 5 entries again" in render(usage)

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
@@ -116,6 +116,9 @@ class Survey:
     unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
     sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
+    repeated: int = (
+        0  # entries the engine listed again (an image's or container's id, a volume's name, a log file)
+    )
 
     def _inside(self) -> list[int | None]:
         """The sizes of what lies in the data root: writable layers, volumes and log files there (the
@@ -476,6 +479,7 @@ def _reconciled(
                 except OSError as exc:  # the root itself: /var/lib/docker is root's alone (0710)
                     found.unwalkable = exc.strerror or str(exc)
             wait_for(futures, cancel)  # a work's failure is raised here
+            _once(found)
         except BaseException:
             stop.set()
             abort()
@@ -483,6 +487,31 @@ def _reconciled(
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout
     return found
+
+
+T = TypeVar("T")
+
+
+def _first(rows: list[T], key: Callable[[T], str]) -> tuple[list[T], int]:
+    """The first row of each key (rows whose key is '' all kept), and how many were left out."""
+    seen: set[str] = set()
+    kept = []
+    for row in rows:
+        if (name := key(row)) and name in seen:
+            continue
+        seen.add(name)
+        kept.append(row)
+    return kept, len(rows) - len(kept)
+
+
+def _once(found: Survey) -> None:
+    """Each image, container and volume, and each log file, once: an engine that lists one again (the
+    same id, name or path) had it counted again in every total, and planned for removal twice."""
+    found.images, images = _first(found.images, lambda i: i.id)
+    found.containers, containers = _first(found.containers, lambda c: c.id)
+    found.volumes, volumes = _first(found.volumes, lambda v: v.name)
+    found.logs, logs = _first(found.logs, lambda log: log.file.path)
+    found.repeated = images + containers + volumes + logs
 
 
 def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str]:
