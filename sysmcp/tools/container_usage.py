@@ -156,6 +156,10 @@ class LogTotals:
         "Containers whose log was not looked for: the engine's inspects (one each, for Podman) stopped at "
         "their time budget; absent: none."
     )
+    not_the_engines: Opt[int] = prop(
+        "Log files an engine on another user's socket names that are not that user's files: not measured "
+        "(its word is no other file's); absent: none."
+    )
     largest: list[LargeLog] = prop("The largest log files (at most top_n).")
 
 
@@ -314,6 +318,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=_unknown([log.bytes for log in files]),
             without_limit=sum(log.file.max_size is None for log in files),
             not_inspected=sum(not log.inspected for log in logs) or ABSENT,
+            not_the_engines=sum(log.foreign for log in files) or ABSENT,
             largest=[
                 LargeLog(
                     _said(log.container),
@@ -419,6 +424,12 @@ def render(s: ContainerUsage) -> str:
             if lo.not_inspected is ABSENT
             else f"; {plural(lo.not_inspected, 'container')} not inspected within the time budget: "
             "their logs unknown"
+        )
+        + (
+            ""
+            if lo.not_the_engines is ABSENT
+            else f"; {plural(lo.not_the_engines, 'file')} named not the engine's user's (another user's "
+            "socket): not measured"
         )
     )
     for log in lo.largest:

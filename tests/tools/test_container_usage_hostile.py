@@ -21,6 +21,7 @@ from sysmcp.tools.container_usage import answer, render
 from tests.tools.recorded_engine import recorded_engine
 
 HUGE = 10**400  # JSON allows it; no float holds it
+NOBODY = 65534
 
 #: What ``docker info --format json`` prints, enough to be Docker's (no ``store``: not Podman's).
 DOCKER_INFO = {"ServerVersion": "24.0.7", "DockerRootDir": "/nonexistent/docker", "Driver": "overlay2"}
@@ -316,3 +317,36 @@ def test_an_image_container_volume_or_log_file_the_engine_lists_again_is_counted
     assert (usage.logs.count, usage.logs.bytes) == (1, 1000)
     assert usage.repeated == 5  # the image, container a, the volume; a's log again, and b's (the same file)
     assert "The engine listed 5 entries again" in render(usage)
+
+
+# -- an engine on another user's socket names another user's file as a log -------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket and a file to another user (needs root)")
+def test_a_log_file_an_engine_on_another_users_socket_names_is_measured_only_if_it_is_that_users(
+    tmp_path: Path,
+) -> None:
+    tmp_path.chmod(0o755)
+    theirs, others = tmp_path / "theirs.log", tmp_path / "shadow"
+    theirs.write_bytes(b"x" * 300)
+    os.chown(theirs, NOBODY, NOBODY)
+    others.write_bytes(b"y" * 5000)  # root's: not the rootless engine's to name
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "a", "Names": ["/a"]}, {"Id": "b", "Names": ["/b"]}],
+        "/containers/a/json": {"LogPath": str(theirs), "HostConfig": {}},
+        "/containers/b/json": {"LogPath": str(others), "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        found = survey(ContainersRequest(socket=path, walk=False))
+        os.chown(path, 0, 0)  # root's engine: its word is any file's
+        trusted = survey(ContainersRequest(socket=path, walk=False))
+    assert {(log.container, log.bytes) for log in found.logs} == {("a", 300), ("b", None)}
+    assert {(log.container, log.foreign) for log in found.logs} == {("a", False), ("b", True)}
+    usage = answer(found, 10, 0.0, None)
+    assert (usage.logs.bytes, usage.logs.not_measured, usage.logs.not_the_engines) == (300, 1, 1)
+    assert "1 file named not the engine's user's (another user's socket): not measured" in render(usage)
+    assert {(log.container, log.bytes) for log in trusted.logs} == {("a", 300), ("b", 5000)}

@@ -76,12 +76,14 @@ class ContainersRequest:
 @dataclass(frozen=True, slots=True)
 class Log:
     """A container's log file: its size on disk now (None: not a file here, or unreadable); not
-    ``inspected``: its inspect not asked, past the time budget (its log unknown)."""
+    ``inspected``: its inspect not asked, past the time budget (its log unknown); ``foreign``: a file
+    not the engine's user's, named by an engine on another user's socket (not measured)."""
 
     container: str
     file: LogFile
     bytes: int | None
     inspected: bool = True
+    foreign: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,12 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
 
 
 def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
-    """The size of a log file inside the roots, reached without a symlink (``open_parent``): one swapped
+    looked = _log_looked(path, may_look)
+    return None if looked is None else looked.st_size
+
+
+def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | None:
+    """A log file inside the roots, stat'ed reached without a symlink (``open_parent``): one swapped
     in on the way since ``_inside`` resolved it is refused, not followed out of the roots."""
     if not (real := _inside(path, may_look)):
         return None
@@ -209,11 +216,32 @@ def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
     except (OSError, ValueError):
         return None
     try:
-        return os.stat(name, dir_fd=parent, follow_symlinks=False).st_size
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
     except OSError:
         return None
     finally:
         os.close(parent)
+
+
+def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker: int | None) -> Log:
+    """A container's log as its engine names it, measured only where the file is the engine's user's
+    (``speaker``; None: root's or this user's engine, whose word any file may be): a rootless engine
+    on another user's socket may name any file as a log (/etc/shadow, a database's 40 GiB), which
+    is not its to count."""
+    looked = _log_looked(file.path, may_look)
+    if looked is not None and speaker is not None and looked.st_uid != speaker:
+        return Log(container, file, None, foreign=True)
+    return Log(container, file, None if looked is None else looked.st_size)
+
+
+def _engine_user(socket: str) -> int | None:
+    """Whose word the engine's paths are: None for an engine on root's or this user's socket, else the
+    uid owning the socket (-1 where it cannot be looked at: no file is that uid's)."""
+    try:
+        uid = os.stat(socket).st_uid
+    except (OSError, ValueError):
+        return -1
+    return None if uid in (0, os.geteuid()) else uid
 
 
 def _walk(
@@ -272,18 +300,18 @@ def _read_logs(
     check: Callable[[], None],
     may_look: Callable[[str], bool] = lambda _: True,
     until: float = math.inf,
+    speaker: int | None = None,
 ) -> list[Log]:
     """Each container's log file (``/system/df`` has none): its name, log path and log options; the
-    data root's files read only inside the roots (``may_look``), and each log file's size too. The
-    engine is asked for no inspect once ``until`` (monotonic) has passed: those containers' logs are
-    not ``inspected``."""
+    data root's files read only inside the roots (``may_look``), and each log file's size too (where
+    it is the engine's user's: ``_log``). The engine is asked for no inspect once ``until``
+    (monotonic) has passed: those containers' logs are not ``inspected``."""
     logs = []
     for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check, until), 1):
         if config is None:
             logs.append(Log(name, LogFile("", "", None), None, inspected=False))
         else:
-            log = _model.log_file(config)
-            logs.append(Log(name, log, _log_bytes(log.path, may_look)))
+            logs.append(_log(name, _model.log_file(config), may_look, speaker))
         report("inspect", done, 0)
     return logs
 
@@ -429,7 +457,9 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
 
         def logs(check: Callable[[], None]) -> None:
             until = time.monotonic() + request.inspect_timeout_s
-            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk, until)
+            found.logs = _read_logs(
+                second, found.data_root, report, check, request.may_walk, until, _engine_user(path)
+            )
 
         def abort() -> None:
             for connection in (api, second, third):
@@ -572,6 +602,6 @@ def _command_figures(
             found.logs.append(
                 Log(container.name, LogFile("", "", None), None, inspected=False)
                 if log is None
-                else Log(container.name, log, _log_bytes(log.path, request.may_walk))
+                else _log(container.name, log, request.may_walk, None)  # the command runs as this user
             )
         report("inspect", done, 0)
