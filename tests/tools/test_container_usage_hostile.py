@@ -350,3 +350,37 @@ def test_a_log_file_an_engine_on_another_users_socket_names_is_measured_only_if_
     assert (usage.logs.bytes, usage.logs.not_measured, usage.logs.not_the_engines) == (300, 1, 1)
     assert "1 file named not the engine's user's (another user's socket): not measured" in render(usage)
     assert {(log.container, log.bytes) for log in trusted.logs} == {("a", 300), ("b", 5000)}
+
+
+# -- a data root that is no directory --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("made", "why"),
+    [
+        ("loop", "Too many levels of symbolic links"),
+        ("file", "it is not a directory"),
+        ("missing", "No such file or directory"),
+    ],
+)
+def test_a_data_root_that_is_a_symlink_loop_a_file_or_missing_says_why_it_was_not_walked(
+    tmp_path: Path, made: str, why: str
+) -> None:
+    root = tmp_path / "data"
+    if made == "loop":
+        root.symlink_to(tmp_path / "other")
+        (tmp_path / "other").symlink_to(root)
+    elif made == "file":
+        root.write_text("not a directory")
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": str(root), "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [],
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        found = survey(ContainersRequest(socket=path))
+    assert found.walked is None and found.unwalkable == why
+    assert f"The data root could not be read here ({why}): the engine's figures only." in render(
+        answer(found, 10, 0.0, None)
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -242,6 +243,14 @@ def _engine_user(socket: str) -> int | None:
     except (OSError, ValueError):
         return -1
     return None if uid in (0, os.geteuid()) else uid
+
+
+def _not_walkable(root: str) -> str | None:
+    """Why the data root is no directory to walk (a symlink loop, missing, a file), None when it is one."""
+    try:
+        return None if stat.S_ISDIR(os.stat(root).st_mode) else "it is not a directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def _walk(
@@ -487,7 +496,9 @@ def _reconciled(
     if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
         found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
     found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
-    walk = request.walk and bool(root) and os.path.isdir(root)
+    walk = request.walk and bool(root)
+    if walk and (why := _not_walkable(root)) is not None:  # said, not 'not walked' with no reason
+        found.unwalkable, walk = why, False
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
