@@ -249,6 +249,20 @@ def test_containers_shows_a_partial_answer_and_its_sizes_nobody_measured_as_unkn
     assert "data root /var/lib/docker (walked at /srv/docker, where it leads)" in partial["summary"]
 
 
+def test_containers_shows_an_engines_markup_as_text_and_isolates_its_words_from_a_right_to_left_override(
+    report: dict[str, Any],
+) -> None:
+    hostile = report["scenarios"]["containers"]["hostile"]
+    assert hostile["markup"] == [] and not hostile["pwned"]  # no element made of the engine's words
+    assert '<img src=x onerror="window.pwned=1">' in hostile["summary"]
+    # U+202E inside <bdi> reverses nothing after it: the socket and the data root read as they are.
+    assert hostile["isolated"] == [
+        'Docker \u202e<img src=x onerror="window.pwned=1">',
+        "/run/docker.sock",
+        "/srv/<b>d</b>",
+    ]
+
+
 def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(report: dict[str, Any]) -> None:
     health = report["scenarios"]["health"]
     danger, warning = health["colors"]
