@@ -4,6 +4,7 @@ that item's figure unknown, never a failed survey nor a figure it did not give."
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, survey
 from sysmcp.engine.containers._command import decimal_size
+from sysmcp.reclaim import _classes
 from sysmcp.tools.container_usage import answer, render
 from tests.tools.recorded_engine import recorded_engine
 
@@ -384,3 +386,35 @@ def test_a_data_root_that_is_a_symlink_loop_a_file_or_missing_says_why_it_was_no
     assert f"The data root could not be read here ({why}): the engine's figures only." in render(
         answer(found, 10, 0.0, None)
     )
+
+
+# -- docker's command reaching an engine on another host -------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reclaim empties a log itself only as root or its owner")
+def test_an_engine_on_another_host_names_no_file_here_to_walk_measure_or_empty(
+    box: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docker's context (or DOCKER_HOST) reaching ssh:// or tcp://: the paths its engine names are that
+    host's; one that names this machine's files (its /var/log/syslog as a container's log) names none."""
+    root, syslog = tmp_path / "root", tmp_path / "syslog"
+    (root / "containers").mkdir(parents=True)
+    (root / "containers" / "blob").write_bytes(b"z" * 4096)
+    syslog.write_bytes(b"s" * 7000)
+    says = {
+        **_many(1),
+        "info": {**DOCKER_INFO, "DockerRootDir": str(root)},
+        "context": "ssh://me@far.example",
+    }
+    says["container"][0]["LogPath"] = str(syslog)
+    _stub(box, monkeypatch, "docker", says)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(_classes, "ContainersRequest", functools.partial(ContainersRequest, sockets=()))
+    planned = _classes.containers(_classes.RootsLayout(container_engines=("docker",)))
+    assert [p.command for p in planned if str(syslog) in repr(p)] == []  # was: truncate -s 0 …/syslog
+    found = survey(ContainersRequest(sockets=(), commands=("docker",), timeout_s=60))
+    assert found.walked is None
+    assert [(log.container, log.file.path, log.bytes) for log in found.logs] == [("c0", str(syslog), None)]
+    text = render(answer(found, 10, 0.0, None))
+    assert "could not be read here (it is on the engine's host, ssh://me@far.example)" in text, text
+    assert syslog.stat().st_size == 7000

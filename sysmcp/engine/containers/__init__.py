@@ -30,7 +30,7 @@ from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.opens import closing_fd, open_parent, open_path, read_small_regular_at
-from sysmcp.engine.paths import PATH_MAX
+from sysmcp.engine.paths import PATH_MAX, escaped
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -119,9 +119,10 @@ class Survey:
     unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
     sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
-    repeated: int = (
-        0  # entries the engine listed again (an image's or container's id, a volume's name, a log file)
-    )
+    #: Where the engine's command reaches it (docker's context: 'unix:///…', 'ssh://…', 'tcp://…'; Podman's
+    #: remote service), '' where it is this machine's own or not told.
+    endpoint: str = ""
+    repeated: int = 0  # entries the engine listed again (an id, a volume's name, a log file)
 
     def _inside(self) -> list[int | None]:
         """The sizes of what lies in the data root: writable layers, volumes and log files there (the
@@ -134,6 +135,12 @@ class Survey:
             *(v.size for v in self.volumes if inside and v.mountpoint.startswith(inside)),
             *(log.bytes for log in self.logs if inside and log.file.path.startswith(inside)),
         ]
+
+    @property
+    def remote(self) -> bool:
+        """The engine's command reaches another host: its data root and log paths are that host's,
+        and a file here at such a path is not the engine's (never walked, measured nor emptied)."""
+        return bool(self.endpoint) and not self.endpoint.startswith("unix://")
 
     @property
     def accounted(self) -> int:
@@ -495,8 +502,10 @@ def _reconciled(
     root = _inside(found.data_root, request.may_walk)
     if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
         found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
+    if found.remote:
+        found.unwalkable = f"it is on the engine's host, {escaped(found.endpoint)}"
     found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
-    walk = request.walk and bool(root)
+    walk = request.walk and bool(root) and not found.remote
     if walk and (why := _not_walkable(root)) is not None:  # said, not 'not walked' with no reason
         found.unwalkable, walk = why, False
     stop = StopFlag()
@@ -570,12 +579,28 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
             version = (info.get("version") or {}).get("Version", "")
             engine, root = f"Podman {version}".strip(), store.get("graphRoot")
             driver, logs = store.get("graphDriverName"), host.get("logDriver")
+            # podman --remote (CONTAINER_HOST, a connection): a service on another machine
+            endpoint = "podman's remote service" if host.get("serviceIsRemote") is True else ""
         else:
             engine = f"Docker {info.get('ServerVersion', '')}".strip()
             root, driver, logs = info.get("DockerRootDir"), info.get("Driver"), info.get("LoggingDriver")
+            endpoint = _docker_endpoint(command, request.timeout_s)
         found = Survey("", engine, str(root or ""), str(driver or ""), str(logs or ""), 0, command=command)
+        found.endpoint = endpoint
         return found, command
     raise NotFound(f"{none}; {'; '.join(said)}", reason="no_engine")
+
+
+def _docker_endpoint(command: str, timeout_s: float) -> str:
+    """Where docker's command reaches its engine (DOCKER_HOST, else the context's: 'unix:///…',
+    'ssh://…', 'tcp://…'); '' where it does not say (a docker without contexts)."""
+    try:
+        host = _command.ask(
+            [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s
+        )
+    except (NotFound, Unavailable):
+        return ""
+    return host if isinstance(host, str) else ""
 
 
 def _command_figures(
@@ -605,6 +630,12 @@ def _command_figures(
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
     until = time.monotonic() + request.inspect_timeout_s
+    # A local engine's socket is whose word its paths are (a context may lead to a rootless engine's);
+    # a remote engine's name no file here: none is measured.
+    speaker = (
+        _engine_user(found.endpoint.removeprefix("unix://")) if found.endpoint.startswith("unix://") else None
+    )
+    looks = (lambda _: False) if found.remote else request.may_walk
     ids = [c.id for c in found.containers]
     logs = _command.inspected_logs(command, ids, timeout_s, check, until) if ids else {}
     for done, container in enumerate(found.containers, 1):
@@ -613,6 +644,6 @@ def _command_figures(
             found.logs.append(
                 Log(container.name, LogFile("", "", None), None, inspected=False)
                 if log is None
-                else _log(container.name, log, request.may_walk, None)  # the command runs as this user
+                else _log(container.name, log, looks, speaker)
             )
         report("inspect", done, 0)
