@@ -18,8 +18,10 @@ import pytest
 
 from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, survey
 from sysmcp.engine.containers._command import decimal_size
+from sysmcp.engine.faults import NotFound
 from sysmcp.reclaim import _classes
 from sysmcp.tools.container_usage import answer, render
+from sysmcp.tools.errors import words
 from tests.tools.recorded_engine import recorded_engine
 
 HUGE = 10**400  # JSON allows it; no float holds it
@@ -418,3 +420,13 @@ def test_an_engine_on_another_host_names_no_file_here_to_walk_measure_or_empty(
     text = render(answer(found, 10, 0.0, None))
     assert "could not be read here (it is on the engine's host, ssh://me@far.example)" in text, text
     assert syslog.stat().st_size == 7000
+
+
+def test_an_engine_command_answering_json_nested_past_the_parsers_depth_is_no_engine_not_an_internal_error(
+    box: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stub(box, monkeypatch, "docker", {})
+    (box / "docker").write_text(f"#!{sys.executable}\nprint('[' * 200_000 + ']' * 200_000)\n")
+    with pytest.raises(NotFound) as caught:
+        _by_command("docker")
+    assert "`docker info --format` answered with something not JSON" in words(caught.value)

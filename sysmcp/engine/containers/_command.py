@@ -32,7 +32,7 @@ def ask(argv: Sequence[str], timeout_s: float) -> Any:
     no answer or one that is not JSON."""
     try:
         return json.loads(run_command(argv, timeout_s))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested beyond the parser's depth
         raise Unavailable(
             f"`{' '.join(argv[:3])}` answered with something not JSON", reason="engine_fault"
         ) from None
