@@ -430,3 +430,31 @@ def test_an_engine_command_answering_json_nested_past_the_parsers_depth_is_no_en
     with pytest.raises(NotFound) as caught:
         _by_command("docker")
     assert "`docker info --format` answered with something not JSON" in words(caught.value)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_a_data_root_an_engine_on_another_users_socket_names_that_is_not_that_users_is_neither_walked_nor_read(
+    tmp_path: Path,
+) -> None:
+    tmp_path.chmod(0o755)
+    root = tmp_path / "someone-elses"  # root's, as another user's home or / would be
+    kept = root / "containers" / "a"
+    kept.mkdir(parents=True)
+    (kept / "config.v2.json").write_text(json.dumps({"Name": "/their-secret-project", "LogPath": ""}))
+    (kept / "hostconfig.json").write_text("{}")
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": str(root), "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "a", "Names": ["/web"]}],
+        "/containers/a/json": {"LogPath": "", "HostConfig": {}},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        found = survey(ContainersRequest(socket=path))
+        os.chown(path, 0, 0)  # root's engine: any directory may be its data root
+        trusted = survey(ContainersRequest(socket=path))
+    assert found.walked is None and [log.container for log in found.logs] == ["web"]
+    text = render(answer(found, 10, 0.0, None))
+    assert f"could not be read here (it is uid 0's, not the engine's user's, uid {NOBODY})" in text, text
+    assert trusted.walked is not None and [log.container for log in trusted.logs] == ["their-secret-project"]

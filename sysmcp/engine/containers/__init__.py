@@ -122,6 +122,10 @@ class Survey:
     #: Where the engine's command reaches it (docker's context: 'unix:///…', 'ssh://…', 'tcp://…'; Podman's
     #: remote service), '' where it is this machine's own or not told.
     endpoint: str = ""
+    #: Whose word the engine's paths are: None for root's or this user's engine, else the uid owning its
+    #: socket (a rootless engine's user; -1: not looked at), whose files alone it may name (``_engine_user``).
+    speaker: int | None = None
+    foreign_root: bool = False  # the data root is not the speaker's: neither walked nor read
     repeated: int = 0  # entries the engine listed again (an id, a volume's name, a log file)
 
     def _inside(self) -> list[int | None]:
@@ -258,6 +262,18 @@ def _not_walkable(root: str) -> str | None:
         return None if stat.S_ISDIR(os.stat(root).st_mode) else "it is not a directory"
     except OSError as exc:
         return exc.strerror or str(exc)
+
+
+def _not_the_speakers(root: str, speaker: int | None) -> str | None:
+    """Why the data root an engine on another user's socket names is not its to have walked and read
+    (another user's home, /): its owner is not the engine's user; None when it is, or any may be."""
+    if speaker is None:
+        return None
+    try:
+        owner = os.stat(root).st_uid
+    except OSError:
+        return None  # said as it is when walked (``_not_walkable``)
+    return None if owner == speaker else f"it is uid {owner}'s, not the engine's user's, uid {speaker}"
 
 
 def _walk(
@@ -457,6 +473,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             driver=str(info.get("Driver") or ""),
             log_driver=str(info.get("LoggingDriver") or ""),
             layers=0,
+            speaker=_engine_user(path),
         )
 
         def figures(check: Callable[[], None]) -> None:
@@ -473,9 +490,8 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
 
         def logs(check: Callable[[], None]) -> None:
             until = time.monotonic() + request.inspect_timeout_s
-            found.logs = _read_logs(
-                second, found.data_root, report, check, request.may_walk, until, _engine_user(path)
-            )
+            root = "" if found.foreign_root else found.data_root
+            found.logs = _read_logs(second, root, report, check, request.may_walk, until, found.speaker)
 
         def abort() -> None:
             for connection in (api, second, third):
@@ -504,6 +520,8 @@ def _reconciled(
         found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
     if found.remote:
         found.unwalkable = f"it is on the engine's host, {escaped(found.endpoint)}"
+    elif root and (whose := _not_the_speakers(root, found.speaker)) is not None:
+        found.unwalkable, found.foreign_root, root = whose, True, ""
     found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
     walk = request.walk and bool(root) and not found.remote
     if walk and (why := _not_walkable(root)) is not None:  # said, not 'not walked' with no reason
@@ -587,6 +605,8 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
             endpoint = _docker_endpoint(command, request.timeout_s)
         found = Survey("", engine, str(root or ""), str(driver or ""), str(logs or ""), 0, command=command)
         found.endpoint = endpoint
+        if endpoint.startswith("unix://"):  # a context may lead to a rootless engine's socket
+            found.speaker = _engine_user(endpoint.removeprefix("unix://"))
         return found, command
     raise NotFound(f"{none}; {'; '.join(said)}", reason="no_engine")
 
@@ -630,12 +650,7 @@ def _command_figures(
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
     until = time.monotonic() + request.inspect_timeout_s
-    # A local engine's socket is whose word its paths are (a context may lead to a rootless engine's);
-    # a remote engine's name no file here: none is measured.
-    speaker = (
-        _engine_user(found.endpoint.removeprefix("unix://")) if found.endpoint.startswith("unix://") else None
-    )
-    looks = (lambda _: False) if found.remote else request.may_walk
+    looks = (lambda _: False) if found.remote else request.may_walk  # another host's paths name no file here
     ids = [c.id for c in found.containers]
     logs = _command.inspected_logs(command, ids, timeout_s, check, until) if ids else {}
     for done, container in enumerate(found.containers, 1):
@@ -644,6 +659,6 @@ def _command_figures(
             found.logs.append(
                 Log(container.name, LogFile("", "", None), None, inspected=False)
                 if log is None
-                else _log(container.name, log, looks, speaker)
+                else _log(container.name, log, looks, found.speaker)
             )
         report("inspect", done, 0)
