@@ -263,6 +263,18 @@ def test_containers_shows_an_engines_markup_as_text_and_isolates_its_words_from_
     ]
 
 
+def test_containers_says_images_of_unknown_size_logs_not_the_engines_and_entries_listed_again(
+    report: dict[str, Any],
+) -> None:
+    hostile = report["scenarios"]["containers"]["hostile"]
+    rows = {row["kind"]: row["text"] for row in hostile["rows"]}
+    assert "2 of unknown size" in rows["layers"], rows
+    assert "1 not the engine's user's files: not measured" in rows["logs"], rows
+    assert hostile["repeated"] == (
+        "The engine listed 3 entries again (the same id, volume name or log file): each counted once."
+    )
+
+
 def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(report: dict[str, Any]) -> None:
     health = report["scenarios"]["health"]
     danger, warning = health["colors"]
