@@ -187,6 +187,9 @@ class Reconciliation:
     complete: bool = prop("False when the walk stopped at its time budget.")
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
     skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
+    parts_not_shown: Opt[int] = prop(
+        "The data root's directories past those in parts, not named; absent: none."
+    )
 
 
 @result
@@ -344,6 +347,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
                 DataRootPart(*part) for part in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
             skipped=walked.skipped,
+            parts_not_shown=max(walked.directories - len(walked.parts), 0) or ABSENT,
         ),
         note=note,
         command=found.command or ABSENT,
@@ -484,7 +488,9 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
         f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
-    if parts:
+    more = len(re.parts[PARTS_NAMED:]) + (0 if re.parts_not_shown is ABSENT else re.parts_not_shown)
+    parts += f", and {plural(more, 'more directory', 'more directories')}" if more else ""
+    if re.parts:
         lines.append(f"  by directory: {parts}")
     mounts = re.skipped.get("other_filesystem", 0) + re.skipped.get("pseudo_filesystem", 0)
     if mounts:

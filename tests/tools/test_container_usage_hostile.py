@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, _walk, survey
 from sysmcp.engine.containers._command import decimal_size
 from sysmcp.engine.faults import NotFound
 from sysmcp.reclaim import _classes
@@ -458,3 +458,22 @@ def test_a_data_root_an_engine_on_another_users_socket_names_that_is_not_that_us
     text = render(answer(found, 10, 0.0, None))
     assert f"could not be read here (it is uid 0's, not the engine's user's, uid {NOBODY})" in text, text
     assert trusted.walked is not None and [log.container for log in trusted.logs] == ["their-secret-project"]
+
+
+# -- a data root of very many directories ----------------------------------------------------------
+
+
+def test_a_data_root_of_more_directories_than_are_kept_says_how_many_are_not_named(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    for n in range(60):
+        (root / f"d{n:02}").mkdir(parents=True)
+        (root / f"d{n:02}" / "f").write_bytes(b"x" * (n + 1) * 100)
+    found = Survey("", "Docker 24.0.7", str(root), "overlay2", "json-file", 0)
+    found.walked = _walk(str(root), 60, lambda *_: None, lambda: None)
+    usage = answer(found, 10, 0.0, None)
+    assert usage.reconciliation is not None
+    assert (len(usage.reconciliation.parts), usage.reconciliation.parts_not_shown) == (50, 10)
+    by_directory = next(line for line in render(usage).splitlines() if "by directory:" in line)
+    assert by_directory.startswith("  by directory: d59 ") and by_directory.endswith(
+        " KiB, and 54 more directories"
+    ), by_directory

@@ -98,6 +98,7 @@ class DataRootWalk:
     parts: tuple[tuple[str, int, int], ...]
     skipped: dict[str, int]
     root: str = ""  # the directory walked: the data root with its symlinks resolved
+    directories: int = 0  # the data root's directories in all (``parts`` keeps the largest)
 
 
 @dataclass
@@ -292,6 +293,7 @@ def _walk(
         ),
         skipped=skipped.as_dict(),
         root=root,
+        directories=len(parts),
     )
 
 
