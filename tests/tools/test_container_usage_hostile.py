@@ -477,3 +477,27 @@ def test_a_data_root_of_more_directories_than_are_kept_says_how_many_are_not_nam
     assert by_directory.startswith("  by directory: d59 ") and by_directory.endswith(
         " KiB, and 54 more directories"
     ), by_directory
+
+
+def test_the_containers_files_in_the_data_root_are_read_within_the_inspects_time_budget(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "data"
+    for n in range(3):
+        kept = root / "containers" / f"c{n}"
+        kept.mkdir(parents=True)
+        (kept / "config.v2.json").write_text(json.dumps({"Name": f"/c{n}", "LogPath": f"/nonexistent/c{n}"}))
+        (kept / "hostconfig.json").write_text("{}")
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": str(root), "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": f"c{n}", "Names": [f"/c{n}"]} for n in range(3)],
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        spent = survey(ContainersRequest(socket=path, walk=False, inspect_timeout_s=0))
+        kept_all = survey(ContainersRequest(socket=path, walk=False))
+    assert [(log.container, log.inspected) for log in spent.logs] == [(f"c{n}", False) for n in range(3)]
+    assert sorted((log.container, log.file.path) for log in kept_all.logs) == [
+        (f"c{n}", f"/nonexistent/c{n}") for n in range(3)
+    ]
