@@ -501,3 +501,23 @@ def test_the_containers_files_in_the_data_root_are_read_within_the_inspects_time
     assert sorted((log.container, log.file.path) for log in kept_all.logs) == [
         (f"c{n}", f"/nonexistent/c{n}") for n in range(3)
     ]
+
+
+# -- paths no file can have ------------------------------------------------------------------------
+
+
+def test_a_log_path_or_data_root_with_a_nul_byte_is_not_looked_at_not_a_failed_survey(tmp_path: Path) -> None:
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": f"{tmp_path}/data\0root", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "a", "Names": ["/a"]}, {"Id": "b", "Names": ["/b"]}],
+        "/containers/a/json": {"LogPath": f"{tmp_path}/a\0.log", "HostConfig": {}},
+        "/containers/b/json": {"LogPath": str(tmp_path / "b.log"), "HostConfig": {}},
+    }
+    (tmp_path / "b.log").write_bytes(b"b" * 20)
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        found = survey(ContainersRequest(socket=path))
+    assert sorted((log.container, log.bytes) for log in found.logs) == [("a", None), ("b", 20)]
+    text = render(answer(found, 10, 0.0, None))
+    assert "could not be read here (its name holds a NUL byte, which no path can)" in text, text

@@ -207,8 +207,8 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
     """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
     a path an engine names outside them is looked at no further than its symlinks inside them. One
     as long as no file's name can be is not resolved either (an engine's megabytes of '/a/a/…' would
-    keep ``realpath`` busy for hours)."""
-    if len(path) >= PATH_MAX or not os.path.isabs(path) or not may_look(path):
+    keep ``realpath`` busy for hours), nor one with a NUL byte, which no path has."""
+    if len(path) >= PATH_MAX or "\0" in path or not os.path.isabs(path) or not may_look(path):
         return ""
     real = os.path.realpath(path)
     return real if may_look(real) else ""
@@ -522,6 +522,8 @@ def _reconciled(
     root = _inside(found.data_root, request.may_walk)
     if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
         found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
+    elif "\0" in found.data_root:
+        found.unwalkable = "its name holds a NUL byte, which no path can"
     if found.remote:
         found.unwalkable = f"it is on the engine's host, {escaped(found.endpoint)}"
     elif root and (whose := _not_the_speakers(root, found.speaker)) is not None:
