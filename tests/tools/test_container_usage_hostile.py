@@ -521,3 +521,24 @@ def test_a_log_path_or_data_root_with_a_nul_byte_is_not_looked_at_not_a_failed_s
     assert sorted((log.container, log.bytes) for log in found.logs) == [("a", None), ("b", 20)]
     text = render(answer(found, 10, 0.0, None))
     assert "could not be read here (its name holds a NUL byte, which no path can)" in text, text
+
+
+def test_a_survey_cancelled_while_the_engines_command_measures_kills_it_and_returns_at_once(
+    box: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stub(box, monkeypatch, "docker", {"info": DOCKER_INFO, "context": "unix:///nonexistent.sock"})
+    script = (box / "docker").read_text()  # as the stub, but 'system df' measures for ten minutes
+    (box / "docker").write_text(
+        script.replace("print(", "import time\nif sys.argv[1] == 'system': time.sleep(600)\nprint(", 1)
+    )
+
+    def cancel() -> None:  # the caller cancels once docker measures (system df -v: minutes on a large host)
+        if _asked(box, "system df"):
+            raise Stop
+
+    began = time.monotonic()
+    with pytest.raises(Stop):
+        survey(ContainersRequest(sockets=(), commands=("docker",), walk=False, timeout_s=60), cancel=cancel)
+    took = time.monotonic() - began
+    assert took < 30, took  # not the command's 60 s timeout: a fraction of a second
+    assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]

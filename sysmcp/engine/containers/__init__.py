@@ -455,7 +455,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
     try:
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
-        found, command = _by_command(request, none)
+        found, command = _by_command(request, none, cancel)
         works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
@@ -588,13 +588,15 @@ def _once(found: Survey) -> None:
     found.repeated = images + containers + volumes + logs
 
 
-def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str]:
+def _by_command(
+    request: ContainersRequest, none: NotFound, cancel: Cancel = never_cancelled
+) -> tuple[Survey, str]:
     """The engine as the first of ``request.commands`` that answers tells it (version, data root,
     drivers); ``none`` (no socket) with what each command said when none does."""
     said = []
     for command in request.commands:
         try:
-            info = _command.ask([command, "info", "--format", "json"], request.timeout_s)
+            info = _command.ask([command, "info", "--format", "json"], request.timeout_s, cancel)
         except (NotFound, Unavailable) as exc:
             said.append(str(exc))
             continue
@@ -608,7 +610,7 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
         else:
             engine = f"Docker {info.get('ServerVersion', '')}".strip()
             root, driver, logs = info.get("DockerRootDir"), info.get("Driver"), info.get("LoggingDriver")
-            endpoint = _docker_endpoint(command, request.timeout_s)
+            endpoint = _docker_endpoint(command, request.timeout_s, cancel)
         found = Survey("", engine, str(root or ""), str(driver or ""), str(logs or ""), 0, command=command)
         found.endpoint = endpoint
         if endpoint.startswith("unix://"):  # a context may lead to a rootless engine's socket
@@ -617,12 +619,12 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
     raise NotFound(f"{none}; {'; '.join(said)}", reason="no_engine")
 
 
-def _docker_endpoint(command: str, timeout_s: float) -> str:
+def _docker_endpoint(command: str, timeout_s: float, cancel: Cancel = never_cancelled) -> str:
     """Where docker's command reaches its engine (DOCKER_HOST, else the context's: 'unix:///…',
     'ssh://…', 'tcp://…'); '' where it does not say (a docker without contexts)."""
     try:
         host = _command.ask(
-            [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s
+            [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s, cancel
         )
     except (NotFound, Unavailable):
         return ""
@@ -640,18 +642,18 @@ def _command_figures(
     timeout_s = request.timeout_s
     if command == "podman":
         found.images = _model.images(
-            _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
+            _command.ask([command, "images", "-a", "--format", "json"], timeout_s, check), tags="Names"
         )
         check()
         found.containers = _command.podman_containers(
-            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
+            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s, check)
         )
         check()
         found.volumes = _command.podman_volumes(
-            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s)
+            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s, check)
         )
     else:
-        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
+        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s, check)
         found.images, found.containers, found.volumes, found.build_cache = _command.docker_df(df)
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()

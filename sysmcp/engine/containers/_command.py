@@ -17,6 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.commands import run_command
 from sysmcp.engine.containers import _model
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume, log_file, seconds
@@ -26,12 +27,13 @@ from sysmcp.engine.faults import Unavailable
 INSPECT_AT_ONCE = 500
 
 
-def ask(argv: Sequence[str], timeout_s: float) -> Any:
-    """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s``: the one
-    place this engine runs a command. ``Unavailable`` (``engine.commands``' faults are) when it gives
-    no answer or one that is not JSON."""
+def ask(argv: Sequence[str], timeout_s: float, cancel: Cancel = never_cancelled) -> Any:
+    """The standard output of ``argv`` read as JSON, the command killed after ``timeout_s`` or once
+    ``cancel`` raises (the survey stopped: it waits for no command): the one place this engine runs a
+    command. ``Unavailable`` (``engine.commands``' faults are) when it gives no answer or one that is
+    not JSON."""
     try:
-        return json.loads(run_command(argv, timeout_s))
+        return json.loads(run_command(argv, timeout_s, cancel))
     except (ValueError, RecursionError):  # RecursionError: arrays nested beyond the parser's depth
         raise Unavailable(
             f"`{' '.join(argv[:3])}` answered with something not JSON", reason="engine_fault"
@@ -165,6 +167,7 @@ def inspected_logs(
         for item in ask(
             [command, "container", "inspect", "--format", "json", *ids[start : start + INSPECT_AT_ONCE]],
             timeout_s,
+            check,
         ):
             config = (item.get("HostConfig") or {}).get("LogConfig") or {}
             if not item.get("LogPath") and config.get("Path"):  # Podman: its log and its limit in LogConfig
