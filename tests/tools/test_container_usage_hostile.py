@@ -542,3 +542,25 @@ def test_a_survey_cancelled_while_the_engines_command_measures_kills_it_and_retu
     took = time.monotonic() - began
     assert took < 30, took  # not the command's 60 s timeout: a fraction of a second
     assert not [t for t in threading.enumerate() if t.name.startswith("engine-api")]
+
+
+def test_a_log_path_naming_a_directory_a_device_or_a_symlink_is_no_log_file_measured(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to("/" + "x" * 200)  # a symlink's own size: its target's length
+    (tmp_path / "real.log").write_bytes(b"r" * 30)
+    named = {
+        "d": str(tmp_path / "dir"),
+        "n": "/dev/null",
+        "l": str(tmp_path / "link"),
+        "r": str(tmp_path / "real.log"),
+    }
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": c, "Names": [f"/{c}"]} for c in named],
+        **{f"/containers/{c}/json": {"LogPath": path, "HostConfig": {}} for c, path in named.items()},
+    }
+    with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
+        found = survey(ContainersRequest(socket=path, walk=False))
+    assert {log.container: log.bytes for log in found.logs} == {"d": None, "n": None, "l": None, "r": 30}

@@ -215,8 +215,8 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
 
 
 def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
-    looked = _log_looked(path, may_look)
-    return None if looked is None else looked.st_size
+    """The size of a log file inside the roots, as the engine's own user's (``_log``)."""
+    return _log("", LogFile("", path, None), may_look, None).bytes
 
 
 def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | None:
@@ -244,7 +244,10 @@ def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker
     looked = _log_looked(file.path, may_look)
     if looked is not None and speaker is not None and looked.st_uid != speaker:
         return Log(container, file, None, foreign=True)
-    return Log(container, file, None if looked is None else looked.st_size)
+    # A directory, device, FIFO or symlink the engine names is no log file: its size is not a log's.
+    return Log(
+        container, file, looked.st_size if looked is not None and stat.S_ISREG(looked.st_mode) else None
+    )
 
 
 def _engine_user(socket: str) -> int | None:
