@@ -564,3 +564,32 @@ def test_a_log_path_naming_a_directory_a_device_or_a_symlink_is_no_log_file_meas
     with recorded_engine(answers, str(tmp_path / "e.sock")) as path:
         found = survey(ContainersRequest(socket=path, walk=False))
     assert {log.container: log.bytes for log in found.logs} == {"d": None, "n": None, "l": None, "r": 30}
+
+
+def test_a_survey_cancelled_while_the_engine_holds_its_version_returns_without_waiting_for_its_timeout(
+    tmp_path: Path,
+) -> None:
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "a", "Names": ["/a"]}],
+        "/containers/a/json": {"LogPath": "", "HostConfig": {}},
+    }
+    asked: list[str] = []
+    inspected = threading.Event()
+
+    def cancel() -> None:  # once all but /version is answered: the survey waits for that alone
+        if inspected.is_set() and "/version" in asked:
+            raise Stop
+
+    with recorded_engine(answers, str(tmp_path / "e.sock"), slow={"/version": 600}, asked=asked) as path:
+        began = time.monotonic()
+        with pytest.raises(Stop):
+            survey(
+                ContainersRequest(socket=path, walk=False, timeout_s=60),
+                lambda phase, done, seen: inspected.set(),
+                cancel,
+            )
+        took = time.monotonic() - began
+    assert took < 30, took  # not the GET's 60 s timeout

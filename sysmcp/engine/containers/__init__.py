@@ -505,7 +505,12 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
                 connection.abort()
 
         _reconciled(found, request, [figures, logs], report, cancel, abort)
-        found.engine = _model.engine_name(version.result())
+        try:  # /version may still be coming: waited for as the works were, cancellable
+            [said] = wait_for([version], cancel)
+        except BaseException:
+            abort()
+            raise
+        found.engine = _model.engine_name(said)
         return found
 
 
