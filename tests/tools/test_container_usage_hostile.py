@@ -27,6 +27,14 @@ from tests.tools.recorded_engine import recorded_engine
 HUGE = 10**400  # JSON allows it; no float holds it
 NOBODY = 65534
 
+#: A Docker engine's API answers, enough for a survey with no image, container nor volume.
+ENGINE_ANSWERS: dict[str, Any] = {
+    "/version": {"Version": "24.0.7"},
+    "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+    "/system/df": {},
+    "/containers/json": [],
+}
+
 #: What ``docker info --format json`` prints, enough to be Docker's (no ``store``: not Podman's).
 DOCKER_INFO = {"ServerVersion": "24.0.7", "DockerRootDir": "/nonexistent/docker", "Driver": "overlay2"}
 
@@ -591,5 +599,24 @@ def test_a_survey_cancelled_while_the_engine_holds_its_version_returns_without_w
                 lambda phase, done, seen: inspected.set(),
                 cancel,
             )
+        took = time.monotonic() - began
+    assert took < 30, took  # not the GET's 60 s timeout
+
+
+def test_a_survey_cancelled_while_the_engine_holds_its_info_returns_without_waiting_for_its_timeout(
+    tmp_path: Path,
+) -> None:
+    asked: list[str] = []
+
+    def cancel() -> None:
+        if "/info" in asked:
+            raise Stop
+
+    with recorded_engine(
+        dict(ENGINE_ANSWERS), str(tmp_path / "e.sock"), slow={"/info": 600}, asked=asked
+    ) as path:
+        began = time.monotonic()
+        with pytest.raises(Stop):
+            survey(ContainersRequest(socket=path, walk=False, timeout_s=60), cancel=cancel)
         took = time.monotonic() - began
     assert took < 30, took  # not the GET's 60 s timeout

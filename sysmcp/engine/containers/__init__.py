@@ -19,7 +19,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -465,14 +465,27 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
         Api(path, request.timeout_s, request.pinned) as api,
         Api(path, request.timeout_s, request.pinned) as second,
         Api(path, request.timeout_s, request.pinned) as third,
-        ThreadPoolExecutor(2, thread_name_prefix="engine-api") as first,
+        ThreadPoolExecutor(3, thread_name_prefix="engine-api") as first,
     ):
+
+        def abort() -> None:
+            for connection in (api, second, third):
+                connection.abort()
+
+        def waited(future: Future[Any]) -> Any:
+            """A GET's answer, waited for with ``cancel`` asked: a cancel (or a fault) ends every GET."""
+            try:
+                return wait_for([future], cancel)[0]
+            except BaseException:
+                abort()
+                raise
+
         # The engine measures its layers for /system/df (the slow call): asked before anything else,
         # and /version beside it, while /info, which the walk waits for (the data root), is asked on
         # the other connection (measured: the walk starts 45 ms sooner).
         df = first.submit(api.get, "/system/df")
         version = first.submit(third.get, "/version")
-        info = second.get("/info")
+        info = waited(first.submit(second.get, "/info"))
         found = Survey(
             socket=path,
             engine="",
@@ -500,17 +513,8 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             root = "" if found.foreign_root else found.data_root
             found.logs = _read_logs(second, root, report, check, request.may_walk, until, found.speaker)
 
-        def abort() -> None:
-            for connection in (api, second, third):
-                connection.abort()
-
         _reconciled(found, request, [figures, logs], report, cancel, abort)
-        try:  # /version may still be coming: waited for as the works were, cancellable
-            [said] = wait_for([version], cancel)
-        except BaseException:
-            abort()
-            raise
-        found.engine = _model.engine_name(said)
+        found.engine = _model.engine_name(waited(version))  # /version may still be coming
         return found
 
 
