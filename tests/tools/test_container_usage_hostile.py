@@ -620,3 +620,17 @@ def test_a_survey_cancelled_while_the_engine_holds_its_info_returns_without_wait
             survey(ContainersRequest(socket=path, walk=False, timeout_s=60), cancel=cancel)
         took = time.monotonic() - began
     assert took < 30, took  # not the GET's 60 s timeout
+
+
+@pytest.mark.parametrize(
+    "created",
+    ["0001-01-01 00:00:00 +0000 UTC", "1969-12-31 23:59:59 +0000 UTC"],
+)
+def test_a_creation_time_out_of_range_from_dockers_command_is_age_unknown_not_two_thousand_years(
+    box: Path, monkeypatch: pytest.MonkeyPatch, created: str
+) -> None:
+    df = {"Containers": [{"ID": "c", "Names": "old", "State": "exited", "Size": "1kB", "CreatedAt": created}]}
+    _stub(box, monkeypatch, "docker", {"info": DOCKER_INFO, "system": df, "container": []})
+    usage = answer(_by_command("docker"), 10, 1_800_000_000.0, None)
+    assert usage.containers.largest[0].age_s is None
+    assert "exited, , age unknown" in render(usage), render(usage)

@@ -66,11 +66,13 @@ def _count(text: Any) -> int | None:
 
 
 def _when(text: Any) -> float:
-    """'2026-12-03 15:02:11 +0000 UTC' → epoch seconds (0 when unreadable)."""
+    """'2026-12-03 15:02:11 +0000 UTC' → epoch seconds; 0 (unknown) when unreadable or out of range, as
+    ``seconds``: docker prints Go's zero time ('0001-01-01 00:00:00 +0000 UTC') for a time not given."""
     try:
-        return datetime.strptime(str(text).removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S %z").timestamp()
+        when = datetime.strptime(str(text).removesuffix(" UTC"), "%Y-%m-%d %H:%M:%S %z").timestamp()
     except ValueError:
         return 0.0
+    return seconds(when)
 
 
 def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Volume], BuildCache]:
