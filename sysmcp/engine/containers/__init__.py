@@ -591,8 +591,8 @@ def _first(rows: list[T], key: Callable[[T], str]) -> tuple[list[T], int]:
 
 
 def _once(found: Survey) -> None:
-    """Each image, container and volume, and each log file, once: an engine that lists one again (the
-    same id, name or path) had it counted again in every total, and planned for removal twice."""
+    """Each image, container and volume, and each log file, once: one an engine lists again (the same
+    id, name or path) would be counted again in every total, and planned for removal twice."""
     found.images, images = _first(found.images, lambda i: i.id)
     found.containers, containers = _first(found.containers, lambda c: c.id)
     found.volumes, volumes = _first(found.volumes, lambda v: v.name)
