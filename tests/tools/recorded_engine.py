@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +48,10 @@ def recorded_engine(
         def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
             conn, _ = super().get_request()
             return conn, ("engine", 0)  # BaseHTTPRequestHandler wants a host and port
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up (a cancel)
+                super().handle_error(request, client_address)
 
     with Server(path, Recorded) as server:
         if mode is not None:
