@@ -537,7 +537,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         ),
         (
             "images",
-            sum(i.unique for i in found.images if i.dangling),
+            sum(i.unique or 0 for i in found.images if i.dangling),
             f"{engine} image prune",
             "untagged images are pulled or built again when needed",
             REGENERABLE,
@@ -559,8 +559,8 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         if size > 0
     ]
     stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
-    speaker = _engine_owner(found.socket)
-    for log in found.logs:
+    speaker = _engine_owner(found.socket or found.endpoint.removeprefix("unix://"))
+    for log in () if found.remote else found.logs:  # another host's paths: no file here is its log
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
             continue

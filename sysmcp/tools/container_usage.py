@@ -53,13 +53,18 @@ _PATH = "Its path; null outside the allowed roots."
 _NAME = "Its name."
 
 
+_NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
+
+
 @result
 class LargeImage(Open):  # a row (Open) may carry more than its schema names, as every row here
     id: str = prop("The image ID, short.")
     tags: list[str] = prop("Its repository:tag names (none: dangling).")
-    bytes: int = prop("All its layers' bytes.")
+    bytes: int | None = prop("All its layers' bytes (null: the engine gave no size it could have).")
     shared_bytes: int = prop("Bytes of layers other images have too (its whole size in a partial answer).")
-    unique_bytes: int = prop("Bytes only it holds: what removing it frees (unknown, 0, in a partial answer).")
+    unique_bytes: int | None = prop(
+        "Bytes only it holds: what removing it frees (unknown, 0, in a partial answer; null: its size unknown)."
+    )
     containers: int = prop("Containers made from it.")
     tags_not_shown: Opt[int] = prop(f"Its tags past the first {TAGS_SHOWN}, not named; absent: none.")
 
@@ -75,6 +80,9 @@ class ImageTotals:
     dangling_unique_bytes: int = prop(
         "Bytes only the untagged images hold (unknown, 0, in a partial answer)."
     )
+    not_measured: Opt[int] = prop(
+        "Images of unknown size, in no figure here (layer_bytes a lower bound where estimated); absent: none."
+    )
     largest: list[LargeImage] = prop("The largest images (at most top_n).")
 
 
@@ -85,9 +93,6 @@ class LargeContainer(Open):
     state: str = prop("running, exited, created, paused …")
     age_s: float | None = prop("Seconds since it was created (null: the engine gave no time).")
     writable_bytes: int | None = prop("Its writable layer (null: not measured).")
-
-
-_NOT_MEASURED = "{} of unknown size, not in the bytes beside (a lower bound then); absent: none."
 
 
 def _unknown(sizes: list[int | None]) -> Opt[int]:
@@ -151,6 +156,10 @@ class LogTotals:
         "Containers whose log was not looked for: the engine's inspects (one each, for Podman) stopped at "
         "their time budget; absent: none."
     )
+    not_the_engines: Opt[int] = prop(
+        "Log files an engine on another user's socket names that are not that user's files: not measured "
+        "(its word is no other file's); absent: none."
+    )
     largest: list[LargeLog] = prop("The largest log files (at most top_n).")
 
 
@@ -178,6 +187,9 @@ class Reconciliation:
     complete: bool = prop("False when the walk stopped at its time budget.")
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
     skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
+    parts_not_shown: Opt[int] = prop(
+        "The data root's directories past those in parts, not named; absent: none."
+    )
 
 
 @result
@@ -204,6 +216,10 @@ class ContainerUsage:
         "Why the engine's sizes are missing: its lists only (image sizes whole, shared and unique "
         "bytes unknown; no layer total, writable layer, volume size nor build cache); absent: complete."
     )
+    repeated: Opt[int] = prop(
+        "Entries the engine listed again (an image's or container's id, a volume's name, a log file), "
+        "each counted once; absent: none."
+    )
 
 
 def _shown(path: str, allowed: list[Path] | None) -> str | None:
@@ -224,7 +240,7 @@ def _path_said(path: str, allowed: list[Path] | None) -> str | None:
 
 
 def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) -> ContainerUsage:
-    images = sorted(found.images, key=lambda i: (-i.size, i.id))
+    images = sorted(found.images, key=lambda i: (-(i.size or 0), i.id))
     containers = sorted(found.containers, key=lambda c: (-(c.writable or 0), c.name))
     volumes = sorted(found.volumes, key=lambda v: (-(v.size or 0), v.name))
     logs = sorted(found.logs, key=lambda log: (-(log.bytes or 0), log.container))
@@ -250,7 +266,8 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             layer_bytes=found.layers,
             layer_bytes_estimated=found.layers_estimated,
             dangling=sum(i.dangling for i in images),
-            dangling_unique_bytes=sum(i.unique for i in images if i.dangling),
+            dangling_unique_bytes=sum(i.unique or 0 for i in images if i.dangling),
+            not_measured=_unknown([i.size for i in images]),
             largest=[
                 LargeImage(
                     _said(i.id.removeprefix("sha256:")[:12]),
@@ -304,6 +321,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=_unknown([log.bytes for log in files]),
             without_limit=sum(log.file.max_size is None for log in files),
             not_inspected=sum(not log.inspected for log in logs) or ABSENT,
+            not_the_engines=sum(log.foreign for log in files) or ABSENT,
             largest=[
                 LargeLog(
                     _said(log.container),
@@ -329,10 +347,12 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
                 DataRootPart(*part) for part in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
             skipped=walked.skipped,
+            parts_not_shown=max(walked.directories - len(walked.parts), 0) or ABSENT,
         ),
         note=note,
         command=found.command or ABSENT,
         partial=found.sizes_missing or ABSENT,
+        repeated=found.repeated or ABSENT,
     )
 
 
@@ -356,14 +376,17 @@ def render(s: ContainerUsage) -> str:
     lines.append(
         f"Images: {plural(im.count, 'image')}, {layers}"
         + (" (estimated: the engine gave no total)" if im.layer_bytes_estimated else "")
+        + ("" if im.not_measured is ABSENT else f" ({im.not_measured:,} of unknown size)")
         + (f"; {im.dangling:,} dangling ({dangling})" if im.dangling else "")
     )
     for i in im.largest:
-        held = f"unique {human_bytes(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        held = f"unique {_size(i.unique_bytes)}, shared {human_bytes(i.shared_bytes)}"
+        held = "unique and shared bytes unknown" if s.partial else held
+        held = "size unknown" if i.bytes is None else held
         more = "" if i.tags_not_shown is ABSENT else f" (and {plural(i.tags_not_shown, 'more tag')})"
         lines.append(
-            f"  {human_bytes(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
-            f"{'unique and shared bytes unknown' if s.partial else held}, {plural(i.containers, 'container')}"
+            f"  {_size(i.bytes):>10}  {', '.join(i.tags) or '<none> ' + i.id}{more}  "
+            f"{held}, {plural(i.containers, 'container')}"
         )
     lines += _more(len(im.largest), im.count, "image")
     co = s.containers
@@ -406,6 +429,12 @@ def render(s: ContainerUsage) -> str:
             else f"; {plural(lo.not_inspected, 'container')} not inspected within the time budget: "
             "their logs unknown"
         )
+        + (
+            ""
+            if lo.not_the_engines is ABSENT
+            else f"; {plural(lo.not_the_engines, 'file')} named not the engine's user's (another user's "
+            "socket): not measured"
+        )
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
@@ -414,6 +443,11 @@ def render(s: ContainerUsage) -> str:
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
         lines += _reconciled(s.reconciliation, s.data_root)
+    if s.repeated is not ABSENT:
+        lines.append(
+            f"The engine listed {plural(s.repeated, 'entry', 'entries')} again (the same image or container id, "
+            "volume name or log file): each counted once"
+        )
     if s.note:
         lines.append(s.note)
     return "\n".join(map(printable, lines))  # the engine's names on their line: no newline, no ESC
@@ -454,7 +488,9 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
         f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"
     ]
     parts = ", ".join(f"{p.name} {human_bytes(p.bytes)}" for p in re.parts[:PARTS_NAMED])
-    if parts:
+    more = len(re.parts[PARTS_NAMED:]) + (0 if re.parts_not_shown is ABSENT else re.parts_not_shown)
+    parts += f", and {plural(more, 'more directory', 'more directories')}" if more else ""
+    if re.parts:
         lines.append(f"  by directory: {parts}")
     mounts = re.skipped.get("other_filesystem", 0) + re.skipped.get("pseudo_filesystem", 0)
     if mounts:

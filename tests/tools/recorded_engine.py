@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,18 +17,24 @@ from typing import Any
 
 @contextmanager
 def recorded_engine(
-    answers: dict[str, Any], path: str, mode: int | None = None, slow: dict[str, float] | None = None
+    answers: dict[str, Any],
+    path: str,
+    mode: int | None = None,
+    slow: dict[str, float] | None = None,
+    asked: list[str] | None = None,
 ) -> Iterator[str]:
     """An HTTP server on the Unix socket ``path`` answering each GET with ``answers`` by its path (the
     query left out; 404 for any other), ``mode`` its socket's permissions (None: as made), after
-    ``slow[path]`` seconds where given."""
+    ``slow[path]`` seconds where given; each path is added to ``asked`` as it arrives."""
 
     class Recorded(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            asked = self.path.split("?")[0]
-            time.sleep((slow or {}).get(asked, 0))
-            body = json.dumps(answers.get(asked, {"message": "no such"})).encode()
-            self.send_response(200 if asked in answers else 404)
+            url = self.path.split("?")[0]
+            if asked is not None:
+                asked.append(url)
+            time.sleep((slow or {}).get(url, 0))
+            body = json.dumps(answers.get(url, {"message": "no such"})).encode()
+            self.send_response(200 if url in answers else 404)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -41,6 +48,10 @@ def recorded_engine(
         def get_request(self) -> tuple[socket.socket, tuple[str, int]]:
             conn, _ = super().get_request()
             return conn, ("engine", 0)  # BaseHTTPRequestHandler wants a host and port
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up (a cancel)
+                super().handle_error(request, client_address)
 
     with Server(path, Recorded) as server:
         if mode is not None:

@@ -306,6 +306,19 @@ async function main() {
     summary: await viewFrame().$eval("#summary", (node) => node.textContent),
   };
   containers.shots.push(await shot("containers-partial-dark-400"));
+  // A hostile engine's words (a rootless engine says anything): markup, an override that reverses text.
+  const hostileUsage = { ...usage, engine: "Docker \u202e<img src=x onerror=\"window.pwned=1\">", data_root: "/srv/<b>d</b>",
+    images: { ...usage.images, not_measured: 2 }, logs: { ...usage.logs, not_the_engines: 1 }, repeated: 3 };
+  await page.evaluate((p) => window.bridge.sendToolResult(p), { content: [{ type: "text", text: "hostile" }], structuredContent: hostileUsage });
+  await viewFrame().waitForFunction(() => document.getElementById("summary").textContent.includes("/srv/<b>d</b>"));
+  containers.hostile = {
+    summary: await viewFrame().$eval("#summary", (node) => node.textContent),
+    markup: await viewFrame().$$eval("#summary *:not(bdi)", (nodes) => nodes.map((node) => node.tagName)),
+    isolated: await viewFrame().$$eval("#summary bdi", (nodes) => nodes.map((node) => node.textContent)),
+    pwned: await viewFrame().evaluate(() => Boolean(window.pwned)),
+    rows: await viewFrame().$$eval("#parts li", (nodes) => nodes.map((node) => ({ kind: node.dataset.kind, text: node.textContent }))),
+    repeated: await viewFrame().$eval("[data-note=repeated]", (node) => node.textContent).catch(() => null),
+  };
   report.scenarios.containers = containers;
 
   // 4. disk_health: one row per device, md array and btrfs device (results the test computed from

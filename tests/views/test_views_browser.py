@@ -249,6 +249,32 @@ def test_containers_shows_a_partial_answer_and_its_sizes_nobody_measured_as_unkn
     assert "data root /var/lib/docker (walked at /srv/docker, where it leads)" in partial["summary"]
 
 
+def test_containers_shows_an_engines_markup_as_text_and_isolates_its_words_from_a_right_to_left_override(
+    report: dict[str, Any],
+) -> None:
+    hostile = report["scenarios"]["containers"]["hostile"]
+    assert hostile["markup"] == [] and not hostile["pwned"]  # no element made of the engine's words
+    assert '<img src=x onerror="window.pwned=1">' in hostile["summary"]
+    # U+202E inside <bdi> reverses nothing after it: the socket and the data root read as they are.
+    assert hostile["isolated"] == [
+        'Docker \u202e<img src=x onerror="window.pwned=1">',
+        "/run/docker.sock",
+        "/srv/<b>d</b>",
+    ]
+
+
+def test_containers_says_images_of_unknown_size_logs_not_the_engines_and_entries_listed_again(
+    report: dict[str, Any],
+) -> None:
+    hostile = report["scenarios"]["containers"]["hostile"]
+    rows = {row["kind"]: row["text"] for row in hostile["rows"]}
+    assert "2 of unknown size" in rows["layers"], rows
+    assert "1 not the engine's user's files: not measured" in rows["logs"], rows
+    assert hostile["repeated"] == (
+        "The engine listed 3 entries again (the same id, volume name or log file): each counted once."
+    )
+
+
 def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(report: dict[str, Any]) -> None:
     health = report["scenarios"]["health"]
     danger, warning = health["colors"]

@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from sysmcp.engine.calls import Cancel, StopFlag, never_cancelled, wait_for
@@ -29,7 +30,7 @@ from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.engine.opens import closing_fd, open_parent, open_path, read_small_regular_at
-from sysmcp.engine.paths import PATH_MAX
+from sysmcp.engine.paths import PATH_MAX, escaped
 from sysmcp.engine.walk import walk_totals
 
 __all__ = [
@@ -76,12 +77,14 @@ class ContainersRequest:
 @dataclass(frozen=True, slots=True)
 class Log:
     """A container's log file: its size on disk now (None: not a file here, or unreadable); not
-    ``inspected``: its inspect not asked, past the time budget (its log unknown)."""
+    ``inspected``: its inspect not asked, past the time budget (its log unknown); ``foreign``: a file
+    not the engine's user's, named by an engine on another user's socket (not measured)."""
 
     container: str
     file: LogFile
     bytes: int | None
     inspected: bool = True
+    foreign: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class DataRootWalk:
     parts: tuple[tuple[str, int, int], ...]
     skipped: dict[str, int]
     root: str = ""  # the directory walked: the data root with its symlinks resolved
+    directories: int = 0  # the data root's directories in all (``parts`` keeps the largest)
 
 
 @dataclass
@@ -116,6 +120,14 @@ class Survey:
     unwalkable: str | None = None  # why the data root could not be opened (a user in the docker group)
     command: str | None = None  # the command asked where no socket was (its figures, not the API's)
     sizes_missing: str | None = None  # why the engine's sizes are not in it: its lists only (``_listed``)
+    #: Where the engine's command reaches it (docker's context: 'unix:///…', 'ssh://…', 'tcp://…'; Podman's
+    #: remote service), '' where it is this machine's own or not told.
+    endpoint: str = ""
+    #: Whose word the engine's paths are: None for root's or this user's engine, else the uid owning its
+    #: socket (a rootless engine's user; -1: not looked at), whose files alone it may name (``_engine_user``).
+    speaker: int | None = None
+    foreign_root: bool = False  # the data root is not the speaker's: neither walked nor read
+    repeated: int = 0  # entries the engine listed again (an id, a volume's name, a log file)
 
     def _inside(self) -> list[int | None]:
         """The sizes of what lies in the data root: writable layers, volumes and log files there (the
@@ -130,6 +142,12 @@ class Survey:
         ]
 
     @property
+    def remote(self) -> bool:
+        """The engine's command reaches another host: its data root and log paths are that host's,
+        and a file here at such a path is not the engine's (never walked, measured nor emptied)."""
+        return bool(self.endpoint) and not self.endpoint.startswith("unix://")
+
+    @property
     def accounted(self) -> int:
         """The bytes the engine's figures account for: layers, writable layers, volumes, build
         cache, and the log files (which no engine command counts); an unknown size is not in it."""
@@ -137,8 +155,10 @@ class Survey:
 
     @property
     def not_measured(self) -> int:
-        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound."""
-        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None)
+        """How many sizes of what lies in the data root are unknown: ``accounted`` is a lower bound
+        (an image's too where the layers' total is estimated from the images' sizes)."""
+        images = sum(i.size is None for i in self.images) if self.layers_estimated else 0
+        return sum(size is None for size in self._inside()) + (self.sizes_missing is not None) + images
 
 
 def known_sockets(environ: Mapping[str, str] | None = None, sockets: tuple[str, ...] = SOCKETS) -> list[str]:
@@ -193,15 +213,20 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
     """``path`` resolved where it is absolute and inside the roots as given and as resolved, else '':
     a path an engine names outside them is looked at no further than its symlinks inside them. One
     as long as no file's name can be is not resolved either (an engine's megabytes of '/a/a/…' would
-    keep ``realpath`` busy for hours)."""
-    if len(path) >= PATH_MAX or not os.path.isabs(path) or not may_look(path):
+    keep ``realpath`` busy for hours), nor one with a NUL byte, which no path has."""
+    if len(path) >= PATH_MAX or "\0" in path or not os.path.isabs(path) or not may_look(path):
         return ""
     real = os.path.realpath(path)
     return real if may_look(real) else ""
 
 
 def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
-    """The size of a log file inside the roots, reached without a symlink (``open_parent``): one swapped
+    """The size of a log file inside the roots, as the engine's own user's (``_log``)."""
+    return _log("", LogFile("", path, None), may_look, None).bytes
+
+
+def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | None:
+    """A log file inside the roots, stat'ed reached without a symlink (``open_parent``): one swapped
     in on the way since ``_inside`` resolved it is refused, not followed out of the roots."""
     if not (real := _inside(path, may_look)):
         return None
@@ -210,11 +235,55 @@ def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
     except (OSError, ValueError):
         return None
     try:
-        return os.stat(name, dir_fd=parent, follow_symlinks=False).st_size
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
     except OSError:
         return None
     finally:
         os.close(parent)
+
+
+def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker: int | None) -> Log:
+    """A container's log as its engine names it, measured only where the file is the engine's user's
+    (``speaker``; None: root's or this user's engine, whose word any file may be): a rootless engine
+    on another user's socket may name any file as a log (/etc/shadow, a database's 40 GiB), which
+    is not its to count."""
+    looked = _log_looked(file.path, may_look)
+    if looked is not None and speaker is not None and looked.st_uid != speaker:
+        return Log(container, file, None, foreign=True)
+    # A directory, device, FIFO or symlink the engine names is no log file: its size is not a log's.
+    return Log(
+        container, file, looked.st_size if looked is not None and stat.S_ISREG(looked.st_mode) else None
+    )
+
+
+def _engine_user(socket: str) -> int | None:
+    """Whose word the engine's paths are: None for an engine on root's or this user's socket, else the
+    uid owning the socket (-1 where it cannot be looked at: no file is that uid's)."""
+    try:
+        uid = os.stat(socket).st_uid
+    except (OSError, ValueError):
+        return -1
+    return None if uid in (0, os.geteuid()) else uid
+
+
+def _not_walkable(root: str) -> str | None:
+    """Why the data root is no directory to walk (a symlink loop, missing, a file), None when it is one."""
+    try:
+        return None if stat.S_ISDIR(os.stat(root).st_mode) else "it is not a directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def _not_the_speakers(root: str, speaker: int | None) -> str | None:
+    """Why the data root an engine on another user's socket names is not its to have walked and read
+    (another user's home, /): its owner is not the engine's user; None when it is, or any may be."""
+    if speaker is None:
+        return None
+    try:
+        owner = os.stat(root).st_uid
+    except OSError:
+        return None  # said as it is when walked (``_not_walkable``)
+    return None if owner == speaker else f"it is uid {owner}'s, not the engine's user's, uid {speaker}"
 
 
 def _walk(
@@ -233,6 +302,7 @@ def _walk(
         ),
         skipped=skipped.as_dict(),
         root=root,
+        directories=len(parts),
     )
 
 
@@ -253,7 +323,7 @@ def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
     so none counted unique), containers and volumes unmeasured, no layer total nor build cache."""
     images, listed = api.get("/images/json"), api.get("/containers/json?all=1")
     uses = Counter(str(c.get("ImageID")) for c in listed)  # as /system/df counts them
-    found.images = [replace(i, shared=i.size, containers=uses[i.id]) for i in _model.images(images)]
+    found.images = [replace(i, shared=i.size or 0, containers=uses[i.id]) for i in _model.images(images)]
     found.containers = [replace(c, writable=None) for c in _model.containers({"Containers": listed})]
     check()
     found.volumes = _model.volumes(api.get("/volumes"))
@@ -262,7 +332,7 @@ def _listed(api: Api, found: Survey, check: Callable[[], None]) -> None:
 def _estimate_layers(found: Survey) -> None:
     """The layers' total where the engine gives none: each image's unique bytes plus the largest shared."""
     if found.images:
-        found.layers = sum(i.unique for i in found.images) + max(i.shared for i in found.images)
+        found.layers = sum(i.unique or 0 for i in found.images) + max(i.shared for i in found.images)
         found.layers_estimated = True
 
 
@@ -273,18 +343,18 @@ def _read_logs(
     check: Callable[[], None],
     may_look: Callable[[str], bool] = lambda _: True,
     until: float = math.inf,
+    speaker: int | None = None,
 ) -> list[Log]:
     """Each container's log file (``/system/df`` has none): its name, log path and log options; the
-    data root's files read only inside the roots (``may_look``), and each log file's size too. The
-    engine is asked for no inspect once ``until`` (monotonic) has passed: those containers' logs are
-    not ``inspected``."""
+    data root's files read only inside the roots (``may_look``), and each log file's size too (where
+    it is the engine's user's: ``_log``). The engine is asked for no inspect once ``until``
+    (monotonic) has passed: those containers' logs are not ``inspected``."""
     logs = []
     for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check, until), 1):
         if config is None:
             logs.append(Log(name, LogFile("", "", None), None, inspected=False))
         else:
-            log = _model.log_file(config)
-            logs.append(Log(name, log, _log_bytes(log.path, may_look)))
+            logs.append(_log(name, _model.log_file(config), may_look, speaker))
         report("inspect", done, 0)
     return logs
 
@@ -295,9 +365,10 @@ def _configs(
     """Each container's name and the part of its inspect its log comes from: from Docker's own files
     in the data root (``containers/<id>``), which spares the engine 26 ms of CPU for 200 containers
     while it measures its layers; where any is not there to read (Podman, an unreadable data root, a
-    container being created or removed), from the engine's list and the inspects the data root lacks,
-    asked until ``until`` (monotonic; None for those not asked: an engine of a hundred thousand
-    containers, or one answering each inspect just within the timeout, bounds the call no more)."""
+    container being created or removed), from the engine's list and the inspects the data root lacks.
+    Both, its files read and the inspects asked, until ``until`` (monotonic; None for those neither
+    read nor asked: an engine of a hundred thousand containers, one answering each inspect just within
+    the timeout, or a data root of a million containers' files bounds the call no more)."""
     try:  # reached without a symlink, as each container's files are: none leads out of the roots
         fd = open_path(os.path.join(data_root, "containers"), directory=True) if data_root else None
     except (OSError, ValueError):
@@ -310,9 +381,9 @@ def _configs(
         if fd is not None:
             os.close(fd)
     kept = []
-    for container in ids or ():
+    for container in ids or ():  # read within the inspects' budget: a data root may hold a million
         check()
-        if (config := _kept_config(data_root, container)) is None:
+        if time.monotonic() >= until or (config := _kept_config(data_root, container)) is None:
             break
         kept.append(config)
     if ids is not None and len(kept) == len(ids):
@@ -324,9 +395,10 @@ def _configs(
         container = str(item.get("Id", ""))
         names = _model.strings(item.get("Names")) or [container[:12]]
         name = str(names[0]).lstrip("/")
-        if (config := _kept_config(data_root, container)) is None and time.monotonic() >= until:
+        if time.monotonic() >= until:
             yield name, None
             continue
+        config = _kept_config(data_root, container)
         # The engine's id quoted: one with '/', '?' or a control character asks for no other URL.
         config = config or api.get(f"/containers/{quote(container, safe='')}/json", {})
         if config:  # {}: removed since it was listed, its log gone with it
@@ -392,21 +464,34 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
     try:
         path = find_socket(request.socket, sockets=request.sockets)
     except NotFound as none:
-        found, command = _by_command(request, none)
+        found, command = _by_command(request, none, cancel)
         works = [lambda check: _command_figures(command, found, request, report, check)]
         return _reconciled(found, request, works, report, cancel)
     with (
         Api(path, request.timeout_s, request.pinned) as api,
         Api(path, request.timeout_s, request.pinned) as second,
         Api(path, request.timeout_s, request.pinned) as third,
-        ThreadPoolExecutor(2, thread_name_prefix="engine-api") as first,
+        ThreadPoolExecutor(3, thread_name_prefix="engine-api") as first,
     ):
+
+        def abort() -> None:
+            for connection in (api, second, third):
+                connection.abort()
+
+        def waited(future: Future[Any]) -> Any:
+            """A GET's answer, waited for with ``cancel`` asked: a cancel (or a fault) ends every GET."""
+            try:
+                return wait_for([future], cancel)[0]
+            except BaseException:
+                abort()
+                raise
+
         # The engine measures its layers for /system/df (the slow call): asked before anything else,
         # and /version beside it, while /info, which the walk waits for (the data root), is asked on
         # the other connection (measured: the walk starts 45 ms sooner).
         df = first.submit(api.get, "/system/df")
         version = first.submit(third.get, "/version")
-        info = second.get("/info")
+        info = waited(first.submit(second.get, "/info"))
         found = Survey(
             socket=path,
             engine="",
@@ -414,6 +499,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             driver=str(info.get("Driver") or ""),
             log_driver=str(info.get("LoggingDriver") or ""),
             layers=0,
+            speaker=_engine_user(path),
         )
 
         def figures(check: Callable[[], None]) -> None:
@@ -430,10 +516,11 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
 
         def logs(check: Callable[[], None]) -> None:
             until = time.monotonic() + request.inspect_timeout_s
-            found.logs = _read_logs(second, found.data_root, report, check, request.may_walk, until)
+            root = "" if found.foreign_root else found.data_root
+            found.logs = _read_logs(second, root, report, check, request.may_walk, until, found.speaker)
 
-        _reconciled(found, request, [figures, logs], report, cancel)
-        found.engine = _model.engine_name(version.result())
+        _reconciled(found, request, [figures, logs], report, cancel, abort)
+        found.engine = _model.engine_name(waited(version))  # /version may still be coming
         return found
 
 
@@ -443,16 +530,26 @@ def _reconciled(
     works: list[Callable[[Callable[[], None]], None]],
     report: Callable[[str, int, int], None],
     cancel: Cancel,
+    abort: Callable[[], None] = lambda: None,
 ) -> Survey:
     """``found`` filled by ``works``, each on a thread of its own, while this one walks the data root.
     A work calls the ``check`` it is given between its calls, which raises once this thread stopped
-    (cancelled, or another work failed); every thread has ended when this returns."""
+    (cancelled, or another work failed), and ``abort`` then ends the engine calls under way; every
+    thread has ended when this returns."""
     # The roots are compared with the real path, and the real path is walked (a symlinked data root).
     root = _inside(found.data_root, request.may_walk)
     if len(found.data_root) >= PATH_MAX:  # not looked at (``_inside``), and not for the roots' sake
         found.unwalkable = f"its name is {len(found.data_root):,} characters long, longer than any path"
+    elif "\0" in found.data_root:
+        found.unwalkable = "its name holds a NUL byte, which no path can"
+    if found.remote:
+        found.unwalkable = f"it is on the engine's host, {escaped(found.endpoint)}"
+    elif root and (whose := _not_the_speakers(root, found.speaker)) is not None:
+        found.unwalkable, found.foreign_root, root = whose, True, ""
     found.walk_refused = request.walk and bool(found.data_root) and not root and not found.unwalkable
-    walk = request.walk and bool(root) and os.path.isdir(root)
+    walk = request.walk and bool(root) and not found.remote
+    if walk and (why := _not_walkable(root)) is not None:  # said, not 'not walked' with no reason
+        found.unwalkable, walk = why, False
     stop = StopFlag()
     with ThreadPoolExecutor(len(works), thread_name_prefix="engine-api") as pool:
         futures = [pool.submit(work, stop.check) for work in works]
@@ -474,18 +571,50 @@ def _reconciled(
                 except OSError as exc:  # the root itself: /var/lib/docker is root's alone (0710)
                     found.unwalkable = exc.strerror or str(exc)
             wait_for(futures, cancel)  # a work's failure is raised here
+            _once(found)
+        except BaseException:
+            stop.set()
+            abort()
+            raise
         finally:
             stop.set()  # the threads end at their next check, or their call's timeout
     return found
 
 
-def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str]:
+T = TypeVar("T")
+
+
+def _first(rows: list[T], key: Callable[[T], str]) -> tuple[list[T], int]:
+    """The first row of each key (rows whose key is '' all kept), and how many were left out."""
+    seen: set[str] = set()
+    kept = []
+    for row in rows:
+        if (name := key(row)) and name in seen:
+            continue
+        seen.add(name)
+        kept.append(row)
+    return kept, len(rows) - len(kept)
+
+
+def _once(found: Survey) -> None:
+    """Each image, container and volume, and each log file, once: one an engine lists again (the same
+    id, name or path) would be counted again in every total, and planned for removal twice."""
+    found.images, images = _first(found.images, lambda i: i.id)
+    found.containers, containers = _first(found.containers, lambda c: c.id)
+    found.volumes, volumes = _first(found.volumes, lambda v: v.name)
+    found.logs, logs = _first(found.logs, lambda log: log.file.path)
+    found.repeated = images + containers + volumes + logs
+
+
+def _by_command(
+    request: ContainersRequest, none: NotFound, cancel: Cancel = never_cancelled
+) -> tuple[Survey, str]:
     """The engine as the first of ``request.commands`` that answers tells it (version, data root,
     drivers); ``none`` (no socket) with what each command said when none does."""
     said = []
     for command in request.commands:
         try:
-            info = _command.ask([command, "info", "--format", "json"], request.timeout_s)
+            info = _command.ask([command, "info", "--format", "json"], request.timeout_s, cancel)
         except (NotFound, Unavailable) as exc:
             said.append(str(exc))
             continue
@@ -494,12 +623,30 @@ def _by_command(request: ContainersRequest, none: NotFound) -> tuple[Survey, str
             version = (info.get("version") or {}).get("Version", "")
             engine, root = f"Podman {version}".strip(), store.get("graphRoot")
             driver, logs = store.get("graphDriverName"), host.get("logDriver")
+            # podman --remote (CONTAINER_HOST, a connection): a service on another machine
+            endpoint = "podman's remote service" if host.get("serviceIsRemote") is True else ""
         else:
             engine = f"Docker {info.get('ServerVersion', '')}".strip()
             root, driver, logs = info.get("DockerRootDir"), info.get("Driver"), info.get("LoggingDriver")
+            endpoint = _docker_endpoint(command, request.timeout_s, cancel)
         found = Survey("", engine, str(root or ""), str(driver or ""), str(logs or ""), 0, command=command)
+        found.endpoint = endpoint
+        if endpoint.startswith("unix://"):  # a context may lead to a rootless engine's socket
+            found.speaker = _engine_user(endpoint.removeprefix("unix://"))
         return found, command
     raise NotFound(f"{none}; {'; '.join(said)}", reason="no_engine")
+
+
+def _docker_endpoint(command: str, timeout_s: float, cancel: Cancel = never_cancelled) -> str:
+    """Where docker's command reaches its engine (DOCKER_HOST, else the context's: 'unix:///…',
+    'ssh://…', 'tcp://…'); '' where it does not say (a docker without contexts)."""
+    try:
+        host = _command.ask(
+            [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s, cancel
+        )
+    except (NotFound, Unavailable):
+        return ""
+    return host if isinstance(host, str) else ""
 
 
 def _command_figures(
@@ -513,28 +660,31 @@ def _command_figures(
     timeout_s = request.timeout_s
     if command == "podman":
         found.images = _model.images(
-            _command.ask([command, "images", "-a", "--format", "json"], timeout_s), tags="Names"
+            _command.ask([command, "images", "-a", "--format", "json"], timeout_s, check), tags="Names"
         )
         check()
         found.containers = _command.podman_containers(
-            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s)
+            _command.ask([command, "ps", "-a", "--size", "--format", "json"], timeout_s, check)
         )
         check()
         found.volumes = _command.podman_volumes(
-            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s)
+            _command.ask([command, "volume", "ls", "--format", "json"], timeout_s, check)
         )
     else:
-        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s)
+        df = _command.ask([command, "system", "df", "-v", "--format", "json"], timeout_s, check)
         found.images, found.containers, found.volumes, found.build_cache = _command.docker_df(df)
     _estimate_layers(found)  # no command gives the engine's LayersSize
     check()
-    logs = (
-        _command.inspected_logs(command, [c.id for c in found.containers], timeout_s)
-        if found.containers
-        else {}
-    )
+    until = time.monotonic() + request.inspect_timeout_s
+    looks = (lambda _: False) if found.remote else request.may_walk  # another host's paths name no file here
+    ids = [c.id for c in found.containers]
+    logs = _command.inspected_logs(command, ids, timeout_s, check, until) if ids else {}
     for done, container in enumerate(found.containers, 1):
-        log = logs.get(container.id)
-        if log is not None:
-            found.logs.append(Log(container.name, log, _log_bytes(log.path, request.may_walk)))
+        if container.id in logs:  # else removed since it was listed: its log gone with it
+            log = logs[container.id]
+            found.logs.append(
+                Log(container.name, LogFile("", "", None), None, inspected=False)
+                if log is None
+                else _log(container.name, log, looks, found.speaker)
+            )
         report("inspect", done, 0)

@@ -7,10 +7,12 @@ Faults are the engine layer's exceptions with the facts (the socket, its owner a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import http.client
 import json
+import math
 import os
 import socket
 import stat
@@ -80,13 +82,14 @@ class Api(http.client.HTTPConnection):
         super().__init__("localhost", timeout=timeout_s)
         self.path, self.timeout_s, self.pinned = path, timeout_s, pinned and platform.has_o_path()
         self.deadline = 0.0  # the GET being asked must be answered by then (monotonic)
+        self.aborted = False  # ``abort``: no GET is answered any more
         self.shown = escaped(path)  # as its messages say it: a name given may hold any character
         self.owner = ""  # whose the socket is, once connecting to it was refused (``_owner``)
 
     def connect(self) -> None:
         fd = self._pinned() if self.pinned else None
         try:
-            sock = _Bounded(lambda: self.deadline)
+            sock = _Bounded(lambda: -math.inf if self.aborted else self.deadline)
             try:
                 sock.settimeout(self.timeout)
                 sock.connect(self.path if fd is None else f"/proc/self/fd/{fd}")
@@ -131,6 +134,16 @@ class Api(http.client.HTTPConnection):
             os.close(fd)
             raise OSError(errno.ELOOP, "refusing to follow a symbolic link", self.path)
         return fd
+
+    def abort(self) -> None:
+        """Ends the GET under way on another thread now, and fails every later one: the survey stopped
+        (cancelled, or another part failed), so a slow engine holds it no longer than its next read,
+        not until its GET's timeout (up to a minute)."""
+        self.aborted = True
+        sock = self.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # closed already
+                sock.shutdown(socket.SHUT_RDWR)  # a read blocked on it returns: the answer ended
 
     def __enter__(self) -> Api:
         return self

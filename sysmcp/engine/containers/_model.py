@@ -15,14 +15,14 @@ from typing import Any
 class Image:
     id: str
     tags: tuple[str, ...]
-    size: int  # bytes of every layer it has
+    size: int | None  # bytes of every layer it has (None: the engine gave no size it could have)
     shared: int  # of which layers other images have too
     containers: int
     created: float
 
     @property
-    def unique(self) -> int:
-        return max(self.size - self.shared, 0)
+    def unique(self) -> int | None:
+        return None if self.size is None else max(self.size - self.shared, 0)
 
     @property
     def dangling(self) -> bool:
@@ -73,8 +73,9 @@ class LogFile:
     max_size: str | None  # the rotation limit (max-size) set for it, if any
 
 
-def _int(value: Any) -> int | None:
-    """A size or count: an int (not a bool) from 0 to what a file's size can be (JSON has no bound)."""
+def amount(value: Any) -> int | None:
+    """A size or count: an int (not a bool) from 0 to what a file's size can be (JSON has no bound);
+    None (unknown) for anything else: a float, NaN, Infinity, a string, a negative or huge number."""
     return value if type(value) is int and 0 <= value < 2**63 else None
 
 
@@ -92,14 +93,14 @@ def images(items: list[dict[str, Any]], tags: str = "RepoTags") -> list[Image]:
     """``/system/df``'s images, or ``podman images -a --format json``'s (their tags in ``Names``)."""
     rows = []
     for item in items:
-        size = _int(item.get("Size")) or 0
+        size = amount(item.get("Size"))
         rows.append(
             Image(
                 id=str(item.get("Id", "")),
                 tags=tuple(t for t in strings(item.get(tags)) if t and "<none>" not in t),
                 size=size,
-                shared=min(_int(item.get("SharedSize")) or 0, size),
-                containers=_int(item.get("Containers")) or 0,
+                shared=min(amount(item.get("SharedSize")) or 0, size or 0),
+                containers=amount(item.get("Containers")) or 0,
                 created=seconds(item.get("Created")),
             )
         )
@@ -117,7 +118,7 @@ def containers(df: dict[str, Any]) -> list[Container]:
                 image=str(item.get("Image", "")),
                 state=str(item.get("State", "") or "unknown"),
                 created=seconds(item.get("Created")),
-                writable=_int(item.get("SizeRw", 0)),  # Docker leaves a 0 out
+                writable=amount(item.get("SizeRw", 0)),  # Docker leaves a 0 out
                 volumes=tuple(
                     str(m.get("Name"))
                     for m in item.get("Mounts") or ()
@@ -135,8 +136,8 @@ def volumes(df: dict[str, Any]) -> list[Volume]:
         rows.append(
             Volume(
                 name=str(item.get("Name", "")),
-                size=_int(usage.get("Size")),
-                refs=_int(usage.get("RefCount")),
+                size=amount(usage.get("Size")),
+                refs=amount(usage.get("RefCount")),
                 mountpoint=str(item.get("Mountpoint", "")),
             )
         )
@@ -145,14 +146,14 @@ def volumes(df: dict[str, Any]) -> list[Volume]:
 
 def layers_size(df: dict[str, Any]) -> int:
     """Every image layer's bytes once (``LayersSize``); 0 where the engine gives none (Podman)."""
-    return _int(df.get("LayersSize")) or 0
+    return amount(df.get("LayersSize")) or 0
 
 
 def build_cache(df: dict[str, Any]) -> BuildCache:
     records = df.get("BuildCache") or []
-    total = sum(_int(r.get("Size")) or 0 for r in records)
-    in_use = sum(_int(r.get("Size")) or 0 for r in records if r.get("InUse"))
-    return BuildCache(len(records), max(total, _int(df.get("BuilderSize")) or 0), in_use)
+    total = sum(amount(r.get("Size")) or 0 for r in records)
+    in_use = sum(amount(r.get("Size")) or 0 for r in records if r.get("InUse"))
+    return BuildCache(len(records), max(total, amount(df.get("BuilderSize")) or 0), in_use)
 
 
 def log_file(inspect: dict[str, Any]) -> LogFile:
