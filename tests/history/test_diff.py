@@ -298,7 +298,8 @@ def test_what_a_baseline_could_not_read_is_never_called_added_and_changes_lstat_
     assert diff.removed == [b"gone"]  # not read now either: what_changed looks whether it is there
     assert diff.unrecorded == 3
     unrecorded = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}), new)  # a baseline that recorded none
-    assert unrecorded.added == sorted(new.files) and not unrecorded.unread_then
+    unread_now = [b"still", b"still_grown", b"taken", b"taken_grown"]  # new to it, not read now: added too
+    assert unrecorded.added == sorted([*new.files, *unread_now]) and not unrecorded.unread_then
 
 
 def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
@@ -354,3 +355,47 @@ def test_a_directory_of_the_same_size_with_a_rewritten_file_is_modified_and_only
     grown = with_newest({b"": (101 * MiB, 500.0), b"var": (31 * MiB, 500.0)}, DAY)
     change = diff_scans(with_newest({b"": (100 * MiB, 1.0), b"var": (30 * MiB, 1.0)}, 0.0), grown).changes[0]
     assert (change.kind, change.files_changed) == ("grew", True)
+
+
+def test_what_cannot_be_read_now_and_the_baseline_never_named_is_in_a_list_not_left_out() -> None:
+    """An implant another user keeps 0600, or keeps in a directory this user cannot list, is not read
+    now and was in no baseline: it is added (a file) or unreadable (a directory, with its slash: the
+    baseline kept no directories), marked as not read now, and never silently left out. Below a
+    directory unreadable at the baseline it is not comparable; inside one unreadable then and now it
+    is that directory's. Past the bound, how many more were not read now is said."""
+
+    def f(digest: str) -> BaselineFile:
+        return BaselineFile(digest, 10, 1.0, 0o600, 4321, 4321)
+
+    shut = Unread("could not be listed", directory=True)
+    old = Baseline(
+        SERIES,
+        0.0,
+        "sha256",
+        {b"open": f("1"), b"was_read": f("2")},
+        unread={b"closed": shut, b"both": shut, b"locked": Unread("permission denied", seen=f(""))},
+    )
+    new = Baseline(
+        SERIES,
+        1.0,
+        "sha256",
+        {b"open": f("1")},
+        unread={
+            b"implant": Unread("permission denied", seen=f("")),
+            b"hid": shut,
+            b"closed/inner": shut,
+            b"closed/f": Unread("permission denied", seen=f("")),
+            b"both": shut,
+            b"locked": Unread("permission denied", seen=f("")),
+            b"was_read": Unread("permission denied", seen=f("")),
+        },
+        unrecorded=7,
+    )
+    diff = diff_baselines(old, new)
+    assert diff.added == [b"implant"]
+    assert diff.unreadable == [b"both/", b"hid/", b"locked", b"was_read"]
+    assert diff.not_comparable == [b"closed/f", b"closed/inner/"]
+    assert diff.unread_now == {b"implant", b"hid/", b"closed/f", b"closed/inner/"}
+    assert (diff.removed, diff.unrecorded_now) == ([], 7)
+    partial = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}, partial=True), new)
+    assert partial.added == [] and b"hid/" in partial.unreadable  # not reached then is not new
