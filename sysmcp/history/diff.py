@@ -402,8 +402,13 @@ def _unread_now(
     directory or file this user cannot read was in no list at all."""
     result.unrecorded_now = new.unrecorded
     for path, now in new.unread.items():
-        if path in old.files or path in old.unread or _below(path, unread_dirs_now):
-            continue  # named above (unreadable, gone), or inside what is named unreadable already
+        then = old.unread.get(path)
+        if now.directory:
+            named = then is not None and then.directory  # unreadable then and now: named above
+        else:
+            named = path in old.files or (then is not None and not then.directory)  # unreadable or gone
+        if named or _below(path, unread_dirs_now):  # or inside what is named unreadable already
+            continue
         shown = path + b"/" if now.directory else path
         if _below(path, unread_dirs):
             result.not_comparable.append(shown)

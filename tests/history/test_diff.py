@@ -372,14 +372,20 @@ def test_what_cannot_be_read_now_and_the_baseline_never_named_is_in_a_list_not_l
         SERIES,
         0.0,
         "sha256",
-        {b"open": f("1"), b"was_read": f("2")},
-        unread={b"closed": shut, b"both": shut, b"locked": Unread("permission denied", seen=f(""))},
+        {b"open": f("1"), b"was_read": f("2"), b"kept": f("3")},
+        unread={
+            b"closed": shut,
+            b"both": shut,
+            b"locked": Unread("permission denied", seen=f("")),
+            b"was_dir": shut,
+            b"was_unread_file": Unread("permission denied", seen=f("")),
+        },
     )
     new = Baseline(
         SERIES,
         1.0,
         "sha256",
-        {b"open": f("1")},
+        {b"kept": f("3")},
         unread={
             b"implant": Unread("permission denied", seen=f("")),
             b"hid": shut,
@@ -388,14 +394,26 @@ def test_what_cannot_be_read_now_and_the_baseline_never_named_is_in_a_list_not_l
             b"both": shut,
             b"locked": Unread("permission denied", seen=f("")),
             b"was_read": Unread("permission denied", seen=f("")),
+            b"was_dir": Unread("permission denied", seen=f("")),  # a file now where a directory was
+            b"was_unread_file": shut,  # a directory now where a file was
+            b"open": shut,
         },
         unrecorded=7,
     )
     diff = diff_baselines(old, new)
-    assert diff.added == [b"implant"]
-    assert diff.unreadable == [b"both/", b"hid/", b"locked", b"was_read"]
+    assert diff.added == [b"implant", b"was_dir"]
+    assert diff.unreadable == [b"both/", b"hid/", b"locked", b"open/", b"was_read", b"was_unread_file/"]
     assert diff.not_comparable == [b"closed/f", b"closed/inner/"]
-    assert diff.unread_now == {b"implant", b"hid/", b"closed/f", b"closed/inner/"}
-    assert (diff.removed, diff.unrecorded_now) == ([], 7)
+    assert diff.unread_now == {
+        b"implant",
+        b"hid/",
+        b"closed/f",
+        b"closed/inner/",
+        b"was_dir",
+        b"open/",
+        b"was_unread_file/",
+    }
+    # the files gone from where directories are now (what_changed looks whether each is still there)
+    assert (diff.removed, diff.unrecorded_now) == ([b"open", b"was_unread_file"], 7)
     partial = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}, partial=True), new)
     assert partial.added == [] and b"hid/" in partial.unreadable  # not reached then is not new
