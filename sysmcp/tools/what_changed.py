@@ -193,7 +193,9 @@ class Fill(Open):
 @result
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
-    added: Opt[int] = prop("Files added.", default=ABSENT)
+    added: Opt[int] = prop(
+        "Files added (those not readable now too: their content not hashed).", default=ABSENT
+    )
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
     content_changed: Opt[int] = prop("Files whose content digest changed.", default=ABSENT)
     metadata_changed: Opt[int] = prop("Files whose mode, owner or mtime changed.", default=ABSENT)
@@ -201,8 +203,8 @@ class Integrity(Open):
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
     unreadable: Opt[int] = prop(
-        "Files of the baseline, read then or not, still there and not readable now; directories unreadable "
-        "then and now end in a slash (not called removed).",
+        "Files of the baseline, read then or not, still there and not readable now (not called removed); "
+        "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
         default=ABSENT,
     )
     unreadable_at_baseline: Opt[int] = prop(
