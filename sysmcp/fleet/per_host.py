@@ -6,6 +6,7 @@ the links through the gateway (``sysmcp://hosts/<host>/results/…``) while the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Container
@@ -18,6 +19,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.@%+\-\[\]:]")
 #: Characters of a file's stem (the host's name) and of its extension (from the host's own link): a
 #: name past the file system's 255 bytes stopped ``-o DIR`` at that host, and every host after it.
 STEM_KEPT = 200
+#: Hex digits of the host name's digest that end a stem cut to ``STEM_KEPT``: two hosts alike in their
+#: first 200 characters keep files that say whose each is, whichever answered first.
+STEM_DIGEST = 12
 EXT_KEPT = 16
 #: Links of one host read into files: a sysmcp's result holds one or two (a manifest, a long
 #: listing); a host's answer naming thousands made as many reads and files.
@@ -50,7 +54,10 @@ def host_links(host: str, result: Any) -> list[str]:
 def file_name(host: str, uri: str | None) -> str:
     """``<host>.<ext>``: the link's own name's extension (``dir_usage.json`` → json) or the name itself
     (``SHA256SUMS``); ``<host>.json`` for a host whose structured answer is its full result."""
-    safe = (_UNSAFE.sub("_", host).lstrip(".") or "_")[:STEM_KEPT]
+    safe = _UNSAFE.sub("_", host).lstrip(".") or "_"
+    if len(safe) > STEM_KEPT:
+        digest = hashlib.sha256(host.encode("utf-8", "surrogatepass")).hexdigest()[:STEM_DIGEST]
+        safe = f"{safe[: STEM_KEPT - STEM_DIGEST - 1]}~{digest}"
     if uri is None:
         return f"{safe}.json"
     name = unquote(uri.rstrip("/").rsplit("/", 1)[-1])

@@ -145,7 +145,11 @@ def classify(
     lines = [line.strip(" @\t\r") for line in stderr.splitlines() if not _NOISE.match(line.strip())]
     lines = sorted((line for line in lines if line), key=lambda line: bool(_THROUGH_PROXY.search(line)))
     ssh_failed = returncode == 255 or returncode is None
-    if ssh_failed or not_mcp is None:
+    # Killed (by us, at a timeout) ssh said its own words too; a remote command that ran and exited said
+    # its own: "Permission denied" from a uv cache or a script without its x bit is no refused login,
+    # and behind a jump host it would be read as the bastion's refusal of every host alike.
+    ssh_words = returncode is None or returncode == 255 or returncode < 0
+    if ssh_words and (ssh_failed or not_mcp is None):
         for status, pattern in _PATTERNS.items():
             for line in lines:
                 if pattern.search(line) and (ssh_failed or status != "unreachable"):

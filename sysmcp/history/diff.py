@@ -326,6 +326,11 @@ class BaselineDiff:
     #: Read now, below a directory the baseline could not list: neither added nor known to be unchanged.
     not_comparable: list[bytes] = field(default_factory=list)
     unrecorded: int = 0  # files and directories the baseline could not read past its bound: unnamed
+    #: Of ``added`` and ``unreadable``: files and directories that could not be read now and were not
+    #: recorded as unreadable at the baseline (a new file another user keeps 0600, a directory made
+    #: unsearchable since): named, not left out, for what they hold cannot be seen now.
+    unread_now: set[bytes] = field(default_factory=set)
+    unrecorded_now: int = 0  # files and directories not read now past the bound: unnamed, maybe new
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
@@ -371,6 +376,7 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
         seen_now = now.seen if now is not None else None
         if seen is not None and seen_now is not None and _lstat_changed(seen, seen_now):
             result.files[path] = (seen, seen_now)  # not read now, yet lstat tells this much
+    _unread_now(result, old, new, unread_dirs, unread_dirs_now)
     result.removed.sort()
     result.unreadable.sort()
     for path in sorted(old.files.keys() & new.files.keys()):
@@ -386,6 +392,37 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
     result.content.sort()
     result.metadata.sort()
     return result
+
+
+def _unread_now(
+    result: BaselineDiff, old: Baseline, new: Baseline, unread_dirs: set[bytes], unread_dirs_now: set[bytes]
+) -> None:
+    """What could not be read now and the baseline never named, kept visible: a file is added (it was
+    not in the baseline, read or not), unless below a directory unreadable then (not comparable); a
+    directory is unreadable (with its slash: the baseline kept no directories, so whether it is new
+    cannot be said, and anything added in it cannot be seen). Without this an implant kept in a
+    directory or file this user cannot read was in no list at all."""
+    result.unrecorded_now = new.unrecorded
+    for path, now in new.unread.items():
+        then = old.unread.get(path)
+        if now.directory:
+            named = then is not None and then.directory  # unreadable then and now: named above
+        else:
+            named = path in old.files or (then is not None and not then.directory)  # unreadable or gone
+        if named or _below(path, unread_dirs_now):  # or inside what is named unreadable already
+            continue
+        shown = path + b"/" if now.directory else path
+        if _below(path, unread_dirs):
+            result.not_comparable.append(shown)
+        elif now.directory:
+            result.unreadable.append(shown)
+        elif not old.partial:
+            result.added.append(shown)
+        else:
+            continue
+        result.unread_now.add(shown)
+    result.added.sort()
+    result.not_comparable.sort()
 
 
 def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:

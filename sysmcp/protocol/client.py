@@ -172,7 +172,10 @@ class RequestTable:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[RequestId, str] = field(default_factory=dict)  # id → method
     _tokens: dict[RequestId, RequestId] = field(default_factory=dict)  # progress token → id
-    _given_up: int = 0  # requests forgotten unanswered: the peer may still be reading one of them
+    #: Requests forgotten unanswered, by the order they were sent: the peer may still be reading one of
+    #: them, until it answers one of them or one sent after them (it reads its lines in order).
+    _given_up: dict[RequestId, int] = field(default_factory=dict)
+    _sent: dict[RequestId, int] = field(default_factory=dict)  # each waiting request's place in the order
     chatter: int = 0  # messages read that answered no request waiting (``ChatterBudget`` spends them)
 
     def open(
@@ -186,16 +189,21 @@ class RequestTable:
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": msg_id}
             self._tokens[msg_id] = msg_id
         self._pending[msg_id] = method
+        self._sent[msg_id] = number
         return msg_id, request_message(msg_id, method, params)
 
     def forget(self, msg_id: RequestId) -> None:
         """Stop waiting for a request (cancelled or given up): a late answer is then ignored."""
         if self._pending.pop(msg_id, None) is not None:
-            self._given_up += 1
+            self._given_up[msg_id] = self._sent[msg_id]
+        self._sent.pop(msg_id, None)
         self._tokens.pop(msg_id, None)
 
     def answered(self, msg_id: RequestId) -> None:
-        """A request has its answer: a second answer to it is then ignored."""
+        """A request has its answer: a second answer to it is then ignored. The peer has read its line,
+        and so every line sent before it: a request given up before it is no longer one it may be reading."""
+        if (number := self._sent.pop(msg_id, None)) is not None:
+            self._given_up = {i: n for i, n in self._given_up.items() if n > number}
         self._pending.pop(msg_id, None)
         self._tokens.pop(msg_id, None)
 
@@ -229,6 +237,8 @@ class RequestTable:
                 if message.id is not None and message.id in self._pending:
                     self.chatter -= 1
                     found.append(Reply(message.id, message.result, message.error))
+                elif message.id is not None:  # a late answer to one given up: its line was read
+                    self._given_up.pop(message.id, None)
                 elif message.id is None and message.error is not None and self._pending:
                     found.append(self._unread(message.error))
             elif isinstance(message, Notification) and message.method == "notifications/progress":
@@ -244,7 +254,7 @@ class RequestTable:
         """An error without an id: JSON-RPC's answer to a request whose id the server could not read
         (its line was no JSON, or longer than it reads). It answers our one request waiting when that
         is the only line the server can have failed to read: no other request waits, and none was given
-        up unanswered (the server may be reading that one's line still). Otherwise which request it
+        up unanswered that it may be reading still (it has answered neither that one nor one sent after). Otherwise which request it
         refused is unknown: ``Unattributed``, and the session cannot be trusted to answer any of them
         (each would wait for its deadline, or take another's refusal as its own). A notification of
         ours is never the one: each is a few hundred bytes of well-formed JSON."""

@@ -205,7 +205,9 @@ class Fill(Open):
 @result
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
-    added: Opt[int] = prop("Files added.", default=ABSENT)
+    added: Opt[int] = prop(
+        "Files added (those not readable now too: their content not hashed).", default=ABSENT
+    )
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
     content_changed: Opt[int] = prop("Files whose content digest changed.", default=ABSENT)
     metadata_changed: Opt[int] = prop("Files whose mode, owner or mtime changed.", default=ABSENT)
@@ -213,8 +215,8 @@ class Integrity(Open):
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
     unreadable: Opt[int] = prop(
-        "Files of the baseline, read then or not, still there and not readable now; directories unreadable "
-        "then and now end in a slash (not called removed).",
+        "Files of the baseline, read then or not, still there and not readable now (not called removed); "
+        "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
         default=ABSENT,
     )
     unreadable_at_baseline: Opt[int] = prop(
@@ -230,6 +232,11 @@ class Integrity(Open):
     unrecorded_at_baseline: Opt[int] = prop(
         "Files and directories the baseline could not read past the number it records: any of them read "
         "now is called added. Left out when none.",
+        default=ABSENT,
+    )
+    unreadable_now_unnamed: Opt[int] = prop(
+        "Files and directories that could not be read now past the number named: any of them may be new "
+        "(none is in the other counts). Left out when none.",
         default=ABSENT,
     )
     baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
@@ -661,6 +668,8 @@ def _integrity_lines(
             elif pair is not None and not pair[0].digest:  # unreadable at the baseline: lstat's word only
                 then = "; " if k == "content_changed" else ", its content not compared; "
                 detail = f"unreadable at the baseline{then}{detail}"
+            if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
+                detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
             word = _KIND_WORDS.get(k, k.replace("_", " "))
             lines.append(f"  {word}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
@@ -669,6 +678,11 @@ def _integrity_lines(
         lines.append(
             f"  {plural(integrity.unrecorded, 'more file or directory', 'more files or directories')} the "
             "baseline could not read past what it records: any of them read now is called added"
+        )
+    if integrity.unrecorded_now:
+        lines.append(
+            f"  {plural(integrity.unrecorded_now, 'more file or directory', 'more files or directories')} "
+            "could not be read now past the number named: any of them may be new, and none is listed above"
         )
     return Integrity(
         comparable=True,
@@ -681,6 +695,7 @@ def _integrity_lines(
         unreadable_at_baseline=len(integrity.unread_then) or ABSENT,
         not_comparable=len(integrity.not_comparable) or ABSENT,
         unrecorded_at_baseline=integrity.unrecorded or ABSENT,
+        unreadable_now_unnamed=integrity.unrecorded_now or ABSENT,
         baseline_taken=iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
         examples={k: [named(p) for p in v[:top_n]] for k, v in kinds.items()},
     )
@@ -688,6 +703,13 @@ def _integrity_lines(
 
 #: How the text names a kind of integrity finding where its JSON key does not read as words.
 _KIND_WORDS = {"unreadable_at_baseline": "unreadable at the baseline"}
+#: What the text adds of a file or directory (its name ends in a slash) not read now that the baseline
+#: never recorded as unreadable, by the kind it was put in.
+_UNREAD_NOW = {
+    "added": "could not be read now: its content not hashed",
+    "unreadable": "could not be listed now, and was not recorded so at the baseline: what it holds cannot be seen",
+    "not_comparable": "could not be read now either",
+}
 #: What the text says of each file of a kind that has no records then and now to compare.
 _KIND_DETAILS = {
     "unreadable_at_baseline": "readable now: cannot say whether it changed",

@@ -71,3 +71,15 @@ def test_a_hosts_file_name_under_o_dir_fits_a_file_system_whatever_its_name_and_
     assert len(file_name(host, link).encode()) <= 255 and len(file_name(host, None).encode()) <= 255
     many = " ".join(f"sysmcp://hosts/web1/results/{i}/x.txt" for i in range(1_000))
     assert len(host_links("web1", {"text": many})) == 16  # per_host.MAX_LINKS
+
+
+def test_two_hosts_alike_in_their_first_200_characters_keep_files_that_say_whose_each_is() -> None:
+    """A name cut to fit ends in its host's digest: before, both were cut to the same 200 characters,
+    and which of ``<name>.json`` and ``<name>-2.json`` held which host depended on who answered first."""
+    from sysmcp.fleet.per_host import file_name
+
+    common = "node-" + "x" * 240
+    first, second = file_name(f"{common}.a", None), file_name(f"{common}.b", None)
+    assert first != second and first == file_name(f"{common}.a", None)
+    assert all(len(name.encode()) <= 255 and name.startswith("node-xxx") for name in (first, second))
+    assert file_name("web01.example.com", None) == "web01.example.com.json"  # a usual name is as it was

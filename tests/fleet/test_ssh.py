@@ -121,6 +121,17 @@ def test_a_failing_remote_start_is_a_remote_error_with_its_first_lines_not_its_l
     )
 
 
+def test_a_remote_command_that_ran_and_failed_is_its_own_error_whatever_ssh_like_words_it_wrote() -> None:
+    """ssh exits 255 for its own failures: a remote command that exited otherwise wrote its own words.
+    "Permission denied" from uv's cache or a sysmcp without its x bit was an ``auth_failed`` (a refused
+    login), and behind a jump host the pool read it as the bastion's refusal, one line for every host."""
+    uv = "error: failed to create directory `/home/op/.cache/uv`: Permission denied (os error 13)"
+    for code, stderr in ((1, uv), (126, "bash: line 1: /opt/sysmcp/bin/sysmcp: Permission denied")):
+        status, reason = classify(code, stderr)
+        assert status == "remote_error" and reason.endswith(stderr), (code, reason)
+    assert classify(-9, "Connection timed out during banner exchange")[0] == "timeout"  # killed: ssh's words
+
+
 def test_reasons_are_one_bounded_line() -> None:
     assert bounded("a\nb\x1b[31m" + "x" * 500).startswith("a b [31m")
     assert len(bounded("x" * 500)) == 200

@@ -508,7 +508,37 @@ def test_baseline_files_still_there_that_root_squashed_cannot_read_now_are_unrea
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == repr(([], [b"gone"], [b"closed/f", b"locked"])) + "\n"
+    # the directory it cannot list now is named too: a file added in it could not be seen
+    assert done.stdout == repr(([], [b"gone"], [b"closed/", b"closed/f", b"locked"])) + "\n"
+
+
+def test_an_implant_this_user_cannot_read_now_is_added_or_unreadable_never_left_out(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """A file and a directory added since the baseline, another user's alone to read (root squashed on
+    NFS, a server not run as root): the file is added, the directory unreadable with its slash. Both
+    were in no list at all: '0 added' over a tree holding them."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    write(root / "open", 100, clock)
+    manifest = f"{hashlib.sha256((root / 'open').read_bytes()).hexdigest()}  open\n".encode()
+    store = Store.open(tmp_path / "state", clock)
+    assert record_baseline(store, os.fsencode(root), manifest, "sha256", WalkOptions(), False, clock).kept
+    store.close()
+    write(root / "implant", 100, clock)
+    write(root / "hid" / "implant", 100, clock)
+    for theirs, mode in (("implant", 0o600), ("hid", 0o700)):
+        os.chown(root / theirs, 4321, 4321)
+        os.chmod(root / theirs, mode)
+    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == repr(([b"implant"], [], [b"hid/"])) + "\n"
 
 
 def test_what_a_baseline_could_not_read_and_root_squashed_cannot_read_now_stays_unreadable_never_added(

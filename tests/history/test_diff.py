@@ -298,7 +298,8 @@ def test_what_a_baseline_could_not_read_is_never_called_added_and_changes_lstat_
     assert diff.removed == [b"gone"]  # not read now either: what_changed looks whether it is there
     assert diff.unrecorded == 3
     unrecorded = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}), new)  # a baseline that recorded none
-    assert unrecorded.added == sorted(new.files) and not unrecorded.unread_then
+    unread_now = [b"still", b"still_grown", b"taken", b"taken_grown"]  # new to it, not read now: added too
+    assert unrecorded.added == sorted([*new.files, *unread_now]) and not unrecorded.unread_then
 
 
 def test_manifest_lines_are_read_back_with_their_escapes_undone() -> None:
@@ -364,3 +365,65 @@ def test_a_filesystem_is_known_by_its_fsid_where_both_have_one_else_by_its_devic
     assert not same_filesystem("0:50/0", "0:51/0")  # no fsid (NFS, FUSE): the device number decides
     assert same_filesystem("0:50/0", "0:50/0") and not same_filesystem("8:1/0", "8:2/1f")
     assert not same_filesystem("whatever", "0:41/1")
+
+
+def test_what_cannot_be_read_now_and_the_baseline_never_named_is_in_a_list_not_left_out() -> None:
+    """An implant another user keeps 0600, or keeps in a directory this user cannot list, is not read
+    now and was in no baseline: it is added (a file) or unreadable (a directory, with its slash: the
+    baseline kept no directories), marked as not read now, and never silently left out. Below a
+    directory unreadable at the baseline it is not comparable; inside one unreadable then and now it
+    is that directory's. Past the bound, how many more were not read now is said."""
+
+    def f(digest: str) -> BaselineFile:
+        return BaselineFile(digest, 10, 1.0, 0o600, 4321, 4321)
+
+    shut = Unread("could not be listed", directory=True)
+    old = Baseline(
+        SERIES,
+        0.0,
+        "sha256",
+        {b"open": f("1"), b"was_read": f("2"), b"kept": f("3")},
+        unread={
+            b"closed": shut,
+            b"both": shut,
+            b"locked": Unread("permission denied", seen=f("")),
+            b"was_dir": shut,
+            b"was_unread_file": Unread("permission denied", seen=f("")),
+        },
+    )
+    new = Baseline(
+        SERIES,
+        1.0,
+        "sha256",
+        {b"kept": f("3")},
+        unread={
+            b"implant": Unread("permission denied", seen=f("")),
+            b"hid": shut,
+            b"closed/inner": shut,
+            b"closed/f": Unread("permission denied", seen=f("")),
+            b"both": shut,
+            b"locked": Unread("permission denied", seen=f("")),
+            b"was_read": Unread("permission denied", seen=f("")),
+            b"was_dir": Unread("permission denied", seen=f("")),  # a file now where a directory was
+            b"was_unread_file": shut,  # a directory now where a file was
+            b"open": shut,
+        },
+        unrecorded=7,
+    )
+    diff = diff_baselines(old, new)
+    assert diff.added == [b"implant", b"was_dir"]
+    assert diff.unreadable == [b"both/", b"hid/", b"locked", b"open/", b"was_read", b"was_unread_file/"]
+    assert diff.not_comparable == [b"closed/f", b"closed/inner/"]
+    assert diff.unread_now == {
+        b"implant",
+        b"hid/",
+        b"closed/f",
+        b"closed/inner/",
+        b"was_dir",
+        b"open/",
+        b"was_unread_file/",
+    }
+    # the files gone from where directories are now (what_changed looks whether each is still there)
+    assert (diff.removed, diff.unrecorded_now) == ([b"open", b"was_unread_file"], 7)
+    partial = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}, partial=True), new)
+    assert partial.added == [] and b"hid/" in partial.unreadable  # not reached then is not new

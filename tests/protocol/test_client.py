@@ -481,3 +481,32 @@ async def test_a_request_line_the_real_server_cannot_read_is_refused_at_once() -
                 await process.stdin.aclose()
                 await session.closed.wait()
                 group.cancel_scope.cancel()
+
+
+def test_a_request_given_up_long_ago_no_longer_makes_an_error_without_an_id_unattributed() -> None:
+    """A peer reads its lines in order: once it answered a request sent after the one given up (or
+    that one itself, late), it has read that one's line, and an error without an id can only be the
+    one request waiting. Before, one call that ran out of time left the session unable, for the rest
+    of its life, to take any such refusal as its call's: the session was ended instead."""
+    error: dict[str, Any] = {"code": -32700, "message": "Parse error"}
+    refused = {"jsonrpc": "2.0", "id": None, "error": error}
+    table = RequestTable()
+    slow, _ = table.open("tools/call")
+    table.forget(slow)  # its deadline passed
+    later, _ = table.open("tools/call")
+    table.answered(later)  # answered: the line of the one given up, sent before, was read too
+    waiting, _ = table.open("tools/call")
+    assert table.classify(line(refused)) == [Reply(waiting, None, error)]
+    late = RequestTable()
+    slow, _ = late.open("tools/call")
+    late.forget(slow)
+    assert late.classify(line({"jsonrpc": "2.0", "id": slow, "result": {}})) == []  # its late answer
+    waiting, _ = late.open("tools/call")
+    assert late.classify(line(refused)) == [Reply(waiting, None, error)]
+    still = RequestTable()  # given up after the one answered: it may still be the one being read
+    answered, _ = still.open("ping")
+    slow, _ = still.open("tools/call")
+    still.forget(slow)
+    still.answered(answered)
+    still.open("tools/call")
+    assert still.classify(line(refused)) == [Unattributed(error, 1)]

@@ -900,3 +900,36 @@ async def test_now_is_the_clock_the_snapshots_were_taken_on(tmp_path: Path, cloc
     assert "the clock went backwards between the two snapshots: no rates" in fourth.structured["notes"], (
         fourth.text
     )
+
+
+def test_the_words_for_what_cannot_be_read_now_and_the_baseline_never_named() -> None:
+    """A new file not readable now is added, saying it was not hashed; a directory not listable now
+    that the baseline never recorded is unreadable, saying what it holds cannot be seen; and how many
+    more were not read now past the bound, which may be new, is said in the text and the JSON."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import Integrity, render
+
+    diff = BaselineDiff(
+        True,
+        None,
+        added=[b"implant"],
+        unreadable=[b"hid/"],
+        not_comparable=[b"closed/inner/"],
+        unread_now={b"implant", b"hid/", b"closed/inner/"},
+        unrecorded_now=1200,
+    )
+    text, answer, _ = render(
+        "/t", Findings(True, integrity=diff, integrity_taken=0.0), {"top_n": 10, "since": "24h"}
+    )
+    for line in (
+        "  added: /t/implant (could not be read now: its content not hashed)",
+        "  unreadable: /t/hid/ (could not be listed now, and was not recorded so at the baseline: what it holds "
+        "cannot be seen)",
+        "  not comparable: /t/closed/inner/ (below a directory unreadable at the baseline, could not be read now "
+        "either)",
+        "  1,200 more files or directories could not be read now past the number named: any of them may be new, "
+        "and none is listed above",
+    ):
+        assert line + "\n" in text + "\n", (line, text)
+    assert isinstance(answer.integrity, Integrity) and answer.integrity.unreadable_now_unnamed == 1200
