@@ -84,7 +84,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         path = tree / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(os.urandom(size))  # incompressible, so disk bytes are real on any filesystem
-    config = {
+    config: dict[str, Any] = {
         "prefix": str(prefix),
         "chromium": str(chromium),
         "bridge": str(prefix / "bridge.js"),
