@@ -8,13 +8,17 @@ These tests make such names for real and read the answers over the real server's
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.profile import UNDER_POSIX_PROFILE
 from tests.wire import result_text, spawn
-
-pytestmark = pytest.mark.anyio
 
 #: Each a file name no answer may show raw (ESC/OSC/BEL, bidi override, line separator, NEL, CR).
 HOSTILE = [
@@ -33,6 +37,7 @@ def unprintable_lines(text: str) -> list[str]:
     return [line for line in text.split("\n") if not line.replace("\t", "").isprintable()]
 
 
+@pytest.mark.anyio
 async def test_no_control_or_bidi_character_of_a_name_reaches_an_answer_or_a_links_words(
     tmp_path: Path,
 ) -> None:
@@ -71,6 +76,7 @@ async def test_no_control_or_bidi_character_of_a_name_reaches_an_answer_or_a_lin
         assert unprintable_lines(result_text(reply)) == []
 
 
+@pytest.mark.anyio
 async def test_a_symlinks_target_with_a_newline_cannot_forge_a_line_of_an_answer(tmp_path: Path) -> None:
     target = tmp_path / f"data\n{FORGED}"
     target.mkdir()
@@ -99,3 +105,58 @@ async def test_a_symlinks_target_with_a_newline_cannot_forge_a_line_of_an_answer
             for block in reply["result"]["content"]:
                 if block["type"] == "resource_link":
                     assert "\n" not in block["description"], (tool, block)
+
+
+#: Run as root in a private mount namespace: a tmpfs on a mount point with a hostile name, a file
+#: hidden under a second mount inside it, and disk_usage explain's answer (the tool's own text).
+_EXPLAIN_PROBE = """
+import anyio, json, os, subprocess, sys
+from sysmcp.engine.mounts._mounts import MountInfoReader
+from sysmcp.tools.disk_usage import DiskUsage
+from tests.harness import tool_context
+point = os.path.join(sys.argv[1], sys.argv[2])
+os.mkdir(point)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", point], check=True)
+os.mkdir(os.path.join(point, "hid"))
+with open(os.path.join(point, "hid", "under"), "wb") as f:
+    f.write(b"u" * 300_000)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "cover", os.path.join(point, "hid")], check=True)
+args = {"path": point, "explain": True, "unit": "percent", "all": False, "timeout_s": 60}
+output = anyio.run(DiskUsage(MountInfoReader()), args, tool_context())
+print(json.dumps(output.text))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="mount namespaces are Linux's")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: mounts in a private mount namespace")
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) from util-linux")
+def test_a_hostile_mount_point_forges_no_line_and_stays_one_argument_of_the_commands_explain_gives(
+    tmp_path: Path,
+) -> None:
+    """A user's FUSE mount may be named anything: ``x; touch …`` must not become a second command of
+    the ``mount --bind`` explain suggests, nor its newline a line of the answer."""
+    name = f"x; touch pwned\n{FORGED}"
+    done = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            _EXPLAIN_PROBE,
+            str(tmp_path),
+            name,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    text: str = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not [line for line in text.split("\n") if line.startswith(FORGED)], text
+    shown = f"{tmp_path}/x; touch pwned\\n{FORGED}"
+    assert f"mount --bind '{shown}' /mnt/under" in text, text
+    assert f"unmount '{shown}/hid'" in text, text
