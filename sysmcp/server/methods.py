@@ -319,7 +319,8 @@ class Server:
         except (EngineError, ToolError) as exc:
             failure = as_tool_error(exc) if isinstance(exc, EngineError) else exc
             if debug:
-                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": failure.message})
+                error = printable_text(failure.message)  # what a client prints as a log line
+                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": error})
             return self._error_result(failure.message, refused=isinstance(failure, ArgumentError))
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})

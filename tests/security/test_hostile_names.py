@@ -71,9 +71,18 @@ async def test_no_control_or_bidi_character_of_a_name_reaches_an_answer_or_a_lin
         # an error naming a path through a symlink whose target's name is hostile
         link = tmp_path / "link"
         link.symlink_to(hostile_dir)
+        await wire.request("logging/setLevel", {"level": "debug"})
         reply = await wire.call("file_sha256", {"path": f"{link}/missing"})
         assert reply["result"]["isError"] is True
         assert unprintable_lines(result_text(reply)) == []
+        # an error that quotes a client's own string: its log line is escaped as the answer is
+        reply = await wire.call(
+            "verify_checksums", {"manifest": "sysmcp://results/9/\x1b]0;x\x07", "base_dir": "/"}
+        )
+        assert reply["result"]["isError"] is True and unprintable_lines(result_text(reply)) == []
+        logged = [n["params"]["data"] for n in wire.notifications if n["method"] == "notifications/message"]
+        failed = [data["error"] for data in logged if data.get("event") == "tool failed"]
+        assert len(failed) == 2 and all(error.isprintable() for error in failed)
 
 
 @pytest.mark.anyio
