@@ -335,9 +335,12 @@ def test_progress_on_a_terminal_is_one_line_rewritten_in_place_and_cleared(tmp_p
     assert answer.lstrip().startswith(hashlib.sha256(big.read_bytes()).hexdigest())
 
 
-def test_a_file_name_cannot_drive_the_terminal_but_a_pipe_gets_the_manifest_as_sha256sum_writes_it(
+def test_a_file_name_drives_no_terminal_and_minus_o_keeps_the_manifest_as_sha256sum_writes_it(
     tmp_path: Path,
 ) -> None:
+    """The answer's text is what a model reads, and what any client may print: a name's ESC is
+    escaped in it, on a terminal or in a pipe. The exact bytes ``sha256sum -c`` needs are in the
+    full manifest, which ``-o`` saves."""
     name = "\x1b[2J\x1b]0;owned\x07red"  # clear the screen, retitle the window, ring the bell
     (tmp_path / name).write_text("x")
     terminal = Terminal("call", "hash_tree", f"path={tmp_path}")
@@ -346,7 +349,10 @@ def test_a_file_name_cannot_drive_the_terminal_but_a_pipe_gets_the_manifest_as_s
     assert "\x1b" not in shown and "\x07" not in shown
     assert "  \\033[2J\\033]0;owned\\ared\r\n" in shown  # the terminal's newline is \r\n
     piped = run("call", "hash_tree", f"path={tmp_path}")
-    assert f"  {name}\n" in piped.stdout  # the bytes sha256sum -c needs
+    assert "\x1b" not in piped.stdout and "  \\033[2J\\033]0;owned\\ared\n" in piped.stdout
+    saved = tmp_path.parent / f"{tmp_path.name}.sums"
+    assert run("call", "hash_tree", f"path={tmp_path}", "-o", str(saved)).returncode == 0
+    assert f"  {name}\n" in saved.read_text()  # the bytes sha256sum -c needs
 
 
 def test_json_on_a_terminal_escapes_what_would_reorder_or_drive_it_and_stays_the_same_json(

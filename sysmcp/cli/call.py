@@ -28,7 +28,7 @@ from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_dest, fleet_op
 from sysmcp.cli.outfile import make_directory, open_output, reach
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import printable_text
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
 from sysmcp.protocol.lifecycle import LEGACY_VERSIONS, Features, features_of
@@ -611,12 +611,12 @@ def _report(tool: str, reply: dict[str, Any], options: CallOptions) -> int:
 
 def on_terminal(text: str, stream: TextIO) -> str:
     """``text`` as a terminal should show it: every control character but newline and tab escaped
-    (``\\033``), as ``ls`` shows names on a terminal, so a file's name (a manifest prints it as
-    sha256sum does, ESC and all) can neither drive the terminal nor rewrite lines. Off a terminal the
-    text is written as it is, sha256sum's exact bytes for a file or a pipe."""
+    (``\\033``), as ``ls`` shows names on a terminal, so a file's name can neither drive the terminal
+    nor rewrite lines. The server escapes its answers so already; this holds for an answer that did
+    not pass it (a fleet host running an older sysmcp). Off a terminal the text is written as it came."""
     if text.isprintable() or not stream.isatty():
         return text
-    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+    return printable_text(text)
 
 
 def json_on_terminal(text: str) -> str:

@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from sysmcp import __version__
 from sysmcp.engine.faults import EngineError
-from sysmcp.engine.paths import PathPolicy
+from sysmcp.engine.paths import PathPolicy, printable, printable_text
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
@@ -324,7 +324,8 @@ class Server:
         except (EngineError, ToolError) as exc:
             failure = as_tool_error(exc) if isinstance(exc, EngineError) else exc
             if debug:
-                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": failure.message})
+                error = printable_text(failure.message)  # what a client prints as a log line
+                await ctx.log("debug", {"event": "tool failed", "tool": tool.name, "error": error})
             return self._error_result(failure.message, refused=isinstance(failure, ArgumentError))
         if debug:
             await ctx.log("debug", {"event": "tool finished", "tool": tool.name, "isError": output.is_error})
@@ -353,13 +354,20 @@ class Server:
     def _error_result(self, text: str, *, refused: bool = False) -> dict[str, Any]:
         """An ``isError`` result; ``refused``: the arguments were refused before any work (a bad one, a
         path outside the roots), which ``sysmcp call`` reports as a usage error (exit 2)."""
-        result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True}
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": printable_text(text)}],
+            "isError": True,
+        }
         if refused:
             result["_meta"] = {META_REFUSED: "arguments"}
         return result
 
     def _call_result(self, output: ToolOutput, features: Features) -> dict[str, Any]:
-        content: list[dict[str, Any]] = [{"type": "text", "text": output.text}]
+        """The ``tools/call`` result. Its text passes ``printable_text`` here, the one door every answer
+        goes through: a name shown in it (a file's, a mount point's, a process's command line) may hold
+        any byte but ``/`` and NUL, and whichever words forgot to escape one, no ESC, C1 control or bidi
+        override reaches the model, or the terminal or page a client shows the text in."""
+        content: list[dict[str, Any]] = [{"type": "text", "text": printable_text(output.text)}]
         for link in output.links:
             if features.structured_output:
                 content.append({"type": "resource_link", **_resource(link)})
@@ -475,8 +483,8 @@ def _resource(item: StoredResult) -> dict[str, Any]:
     """A stored result as ``resources/list`` lists it and a ``resource_link`` points at it."""
     return {
         "uri": item.uri,
-        "name": item.name,
-        "description": item.description,
+        "name": printable(item.name),
+        "description": printable(item.description),
         "mimeType": item.mime_type,
         "size": item.size,
     }

@@ -293,7 +293,14 @@ def complete_path(value: str, kind: PathKind, policy: PathPolicy) -> tuple[list[
     directory = Path(parent or "/")
 
     def offered(name: str) -> bool:
-        return name.startswith(prefix) and (not name.startswith(".") or prefix.startswith("."))
+        # A name that is not printable (ESC, a newline, U+202E, bytes that are not UTF-8) is not offered:
+        # a completion is inserted as it is, so it would drive the terminal of a client's prompt, and
+        # escaped it would name another file.
+        return (
+            name.startswith(prefix)
+            and (not name.startswith(".") or prefix.startswith("."))
+            and name.isprintable()
+        )
 
     try:
         real = policy.resolve(str(directory))

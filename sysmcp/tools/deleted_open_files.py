@@ -192,7 +192,7 @@ def render(
         for item, mount in listed
     ]
     total_disk = sum(e.disk_bytes for e in filesystems)
-    where = f" on the filesystem holding {shown}" if shown is not None else ""
+    where = f" on the filesystem holding {printable(shown)}" if shown is not None else ""
     where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
     if not rows:

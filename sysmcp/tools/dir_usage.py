@@ -335,7 +335,7 @@ def _head(found: DirUsage, elapsed: float, args: dict[str, Any]) -> list[str]:
             f"{plural(totals.entries, 'entry')}; totals and lists cover only what was scanned."
         )
     lines.append(
-        f"{found.path}: {human_bytes(totals.disk_bytes)} on disk ({human_bytes(totals.apparent_bytes)} "
+        f"{printable(found.path)}: {human_bytes(totals.disk_bytes)} on disk ({human_bytes(totals.apparent_bytes)} "
         f"apparent) in {plural(totals.files, 'file')} and {plural(totals.directories, 'directory')}{so_far} "
         f"[{elapsed:.2f} s]"
     )

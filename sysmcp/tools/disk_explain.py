@@ -10,6 +10,7 @@ only when an explain runs."""
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -215,6 +216,13 @@ SYSTEM_MOUNTS = ("/dev", "/proc", "/sys", "/run")
 UNDER = "/mnt/under"  # where the advice bind-mounts the filesystem to look beneath its mounts
 
 
+def _argument(path: str) -> str:
+    """A path as one word of a shell command the answer suggests: quoted, so a mount point named
+    ``/mnt/x; curl … | sh`` (a user's FUSE mount may be named anything) stays one argument, and
+    escaped, so a newline or ESC in it is seen, not run."""
+    return shlex.quote(printable(display(path)))
+
+
 def _system(point: str) -> bool:
     return point == "/" or any(point == top or point.startswith(top + "/") for top in SYSTEM_MOUNTS)
 
@@ -267,7 +275,7 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
     shown, past = hidden.places[:NAMED], hidden.places[NAMED:]
     points = [os.path.join(root, p.relative) for p in shown]
     listed = [
-        f"{display(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
+        f"{printable(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
         for at, p in zip(points, shown, strict=True)
     ]
     if past:
@@ -286,15 +294,15 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
         found = f"{human_bytes(hidden.disk)} under {at}" + (f": {'; '.join(listed)}" if listed else "")
         if shown:
             look = (
-                f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {display(root)} {UNDER} "
-                f"(a second view of {display(root)} without the filesystems mounted on it), then "
-                f"ls -la {display(os.path.join(UNDER, shown[0].relative))}, move the files out, umount {UNDER}"
+                f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {_argument(root)} {UNDER} "
+                f"(a second view of {printable(root)} without the filesystems mounted on it), then "
+                f"ls -la {_argument(os.path.join(UNDER, shown[0].relative))}, move the files out, umount {UNDER}"
             )
-            system = [display(at) for at in points if _system(at)]
+            system = [printable(at) for at in points if _system(at)]
             if system:
                 step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
             else:
-                step = f"unmount {display(points[0])} and move the files out, or {look}"
+                step = f"unmount {_argument(points[0])} and move the files out, or {look}"
     places = [
         {"mount_point": display(at), "bytes": p.disk, "files": p.files}
         for at, p in zip(points, shown, strict=True)
@@ -368,11 +376,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             f"PARTIAL RESULT: the walk stopped ({walked.stopped}); what it did not reach is in 'not walked'."
         )
     lines.append(
-        f"Of {human_bytes(used)} used on {point} ({display(acc.mount.fs_type)} {display(mount_source(acc.mount.device, roots))}), "
-        + ", ".join(summary)
-        + "."
+        f"Of {human_bytes(used)} used on {printable(point)} ({printable(acc.mount.fs_type)} "
+        f"{printable(mount_source(acc.mount.device, roots))}), " + ", ".join(summary) + "."
     )
-    first = display(walked.roots_walked[0]) if walked.roots_walked else point
+    first = printable(display(walked.roots_walked[0]) if walked.roots_walked else point)
     files_step = f"dir_usage path={first} shows which directories hold them"
     lines.append(
         f"1. Files reached by a walk{' of your roots' if confined else ''} (du -x): "
@@ -387,7 +394,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
         lines.append(
-            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={point} "
+            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={printable(point)} "
             "one_file_system=true counts them (and leaves the scan a later explain reuses)."
         )
     elif walked.unreadable:

@@ -75,7 +75,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
-    hashed = await ctx.run_engine(run, FileRequest(raw, shown, args["path"], SHA256), describe=describe)
+    hashed = await ctx.run_engine(
+        run, FileRequest(raw, printable(shown), args["path"], SHA256), describe=describe
+    )
     digest = hashed.digest
     hexdigest = digest.hexdigests[SHA256.name]
     expected = args["expected"].lower() if "expected" in args else ABSENT

@@ -106,7 +106,7 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
             "missing (the largest files are checked first)."
         )
     lines.append(
-        f"{answer.path}: {plural(answer.groups_found, 'group')} of identical files, {plural(answer.duplicate_files, 'extra copy')}, "
+        f"{printable(answer.path)}: {plural(answer.groups_found, 'group')} of identical files, {plural(answer.duplicate_files, 'extra copy')}, "
         f"{human_bytes(answer.reclaimable_bytes)} reclaimable; {plural(answer.files_scanned, 'file')} considered, "
         f"opened {plural(answer.files_read, 'time')} (a file once per sieve), {human_bytes(answer.bytes_read)} read [{answer.elapsed_s:.2f} s]"
     )
@@ -128,7 +128,7 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
 def full_list(answer: Duplicates, search: Search) -> str:
     """Every group and path, for the resource kept when the text had to cut (itself cut at FULL_TEXT_CAP)."""
     out = [
-        f"# find_duplicates {answer.path}: {plural(len(search.groups), 'group')}, {human_bytes(answer.reclaimable_bytes)} reclaimable"
+        f"# find_duplicates {printable(answer.path)}: {plural(len(search.groups), 'group')}, {human_bytes(answer.reclaimable_bytes)} reclaimable"
     ]
     if search.stopped:
         out.append(f"# PARTIAL: {search.stopped}")
@@ -166,7 +166,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     except PermissionRefused:
         raise walking.unreadable_directory(shown, path) from None
     except EngineError as exc:
-        raise ToolError(f"Cannot search {shown}: {exc.detail}") from None
+        raise ToolError(f"Cannot search {printable(shown)}: {exc.detail}") from None
     answer = answer_of(shown, search, args["top_n"])
     text = render(answer, search.skipped.named)
     links: tuple[ResourceLink, ...] = ()

@@ -134,7 +134,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} hashed at {rate(meter.done, elapsed)}"
 
-    request = tree_request(path, shown, algorithm, style, options, timeout_s)
+    request = tree_request(path, printable(shown), algorithm, style, options, timeout_s)
     tree = await ctx.run_engine(run, request, describe=describe)
     output = answer(args, ctx, tree, shown, algorithm, style)
     if not args.get("baseline"):
@@ -157,9 +157,11 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
     """How an admin checks the manifest once saved, with the usual tool (b3sum reads no --tag lines).
     Never "saved": the server writes no file (``sysmcp call -o`` does, and says so itself)."""
-    name = MANIFEST_NAMES[algorithm.name]
+    name, shown = MANIFEST_NAMES[algorithm.name], printable(base)
     if algorithm.name == "blake3" and style == "bsd":
-        return f"Put in {base} as {name}, it checks with verify_checksums (b3sum reads only the GNU format)."
+        return f"Put in {shown} as {name}, it checks with verify_checksums (b3sum reads only the GNU format)."
+    if shown != base:  # a command line would hold what the text escapes: a newline, ESC, U+202E
+        return f"Put in {shown} as {name}, it checks with verify_checksums."
     tool = algorithm.tool.split()[0]
     return f"Put in {base} as {name}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
 
@@ -214,7 +216,7 @@ def answer(
 
 def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:
     """The answer's text: partial or not, the summary, what was skipped or unreadable, the first lines."""
-    base, not_shown = tree.base_dir, tree.lines_not_shown
+    base, not_shown = printable(tree.base_dir), tree.lines_not_shown
     out = []
     if tree.stopped_reason:
         unlisted = (
@@ -231,7 +233,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             "subdirectory."
         )
     out.append(
-        f"{tree.algorithm} manifest of {tree.path}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
+        f"{tree.algorithm} manifest of {printable(tree.path)}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
         f"{took(tree.total_bytes, seconds)}; names relative to {base}"
     )
     if tree.skipped:
@@ -252,7 +254,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
         )
     if tree.manifest_uri is not None or not_kept is not None:
         if tree.manifest_uri is not None:
-            hint = checking_hint(ALGORITHMS[tree.algorithm], tree.format, base)
+            hint = checking_hint(ALGORITHMS[tree.algorithm], tree.format, tree.base_dir)
             out.append(f"Full manifest: {tree.manifest_uri} (resources/read). {hint}")
         else:
             out.append(f"Full manifest: not kept, {not_kept}.")

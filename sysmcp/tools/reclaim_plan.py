@@ -276,7 +276,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = await ctx.resolve(args.get("path", "/"), lambda found: require_directory(found, str(found)))
         refuse_pseudo(path)
         paths = [path]
-    shown = ", ".join(str(root) for root in paths)
+    shown = ", ".join(escaped(str(root)) for root in paths)
     wanted = args.get("classes")
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:

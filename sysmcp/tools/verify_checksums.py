@@ -180,9 +180,12 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     how = classify(raw)
     base_raw: str | None = args.get("base_dir")
     manifest_dir: str | None = None
+    manifest_shown = raw.strip() if how == "uri" else "(text)"
     if how == "path":
         path = await ctx.resolve(raw.strip())
-        source = Source(display(path), path=os.fsencode(path), name_hint=path.name)
+        manifest_shown = display(path)
+        # the engine's errors name it with this: a symlink's target, on one printable line
+        source = Source(printable(manifest_shown), path=os.fsencode(path), name_hint=path.name)
         base_raw, manifest_dir = base_raw or str(path.parent), display(path.parent)
     elif how == "uri":
         item = ctx.results.get(raw.strip())
@@ -219,7 +222,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         source, os.fsencode(base_path), args, ctx.paths, HASH_THREADS, timeout_s, before_close=write_if_cut
     )
     result = await ctx.run_engine(check_manifest, request, describe=describe)
-    return answer(result, source.shown, base_shown, args, ctx, reports[0] if reports else None, manifest_dir)
+    return answer(
+        result, manifest_shown, base_shown, args, ctx, reports[0] if reports else None, manifest_dir
+    )
 
 
 def answer(
@@ -317,7 +322,7 @@ def render(
         more = f" {and_more(bad - limit)}" if bad > limit else ""
         lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
     if answer.new:
-        title = f"New files under {answer.base_dir} not in the manifest ({answer.new:,}):"
+        title = f"New files under {printable(answer.base_dir)} not in the manifest ({answer.new:,}):"
         lines += titled(title, answer.new_files, answer.new - len(answer.new_files))
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
@@ -329,7 +334,7 @@ def render(
             else f"{cut} was not kept: {not_kept}."
         )
     if answer.entries and answer.missing == answer.entries:
-        lines.append(_all_missing_hint(answer.base_dir, manifest_dir))
+        lines.append(_all_missing_hint(printable(answer.base_dir), manifest_dir and printable(manifest_dir)))
     return "\n".join(lines)
 
 
@@ -344,7 +349,7 @@ def _all_missing_hint(base_shown: str, manifest_dir: str | None) -> str:
 
 def _summary(answer: VerifyChecksums) -> str:
     summary = (
-        f"Checked {plural(answer.entries, 'entry')} of {answer.manifest} against {answer.base_dir}: "
+        f"Checked {plural(answer.entries, 'entry')} of {printable(answer.manifest)} against {printable(answer.base_dir)}: "
         f"{answer.ok:,} OK, {answer.failed:,} FAILED, {answer.missing:,} MISSING, "
         f"{answer.unreadable:,} unreadable"
     )

@@ -95,12 +95,13 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
         if stat.S_ISDIR(path.stat().st_mode):
             return
     except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"No such directory: {shown}") from None
+        raise ToolError(f"No such directory: {printable(shown)}") from None
     except PermissionError:
-        raise ToolError(f"Permission denied: {shown}{denied_by(path)}") from None
+        raise ToolError(f"Permission denied: {printable(shown)}{denied_by(path)}") from None
     except OSError as exc:  # a symlink loop, a dead mount's EIO
-        raise ToolError(f"Cannot look at {shown}: {exc.strerror or exc}") from None
-    raise ToolError(f"{argument} is not a directory: {shown}" if argument else f"Not a directory: {shown}")
+        raise ToolError(f"Cannot look at {printable(shown)}: {exc.strerror or exc}") from None
+    named = printable(shown)
+    raise ToolError(f"{argument} is not a directory: {named}" if argument else f"Not a directory: {named}")
 
 
 async def directory_argument(ctx: ToolContext, raw: str) -> tuple[Path, str]:
@@ -112,7 +113,7 @@ async def directory_argument(ctx: ToolContext, raw: str) -> tuple[Path, str]:
 
 def unreadable_directory(shown: str, path: Path) -> ToolError:
     """The refusal of a walk whose directory may not be read, naming the component that refused."""
-    return ToolError(f"Permission denied: cannot read the directory {shown}{denied_by(path)}")
+    return ToolError(f"Permission denied: cannot read the directory {printable(shown)}{denied_by(path)}")
 
 
 def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
@@ -120,7 +121,7 @@ def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
     anything else as the system said it."""
     if isinstance(exc, PermissionError):
         return unreadable_directory(shown, path)
-    return ToolError(f"Cannot scan {shown}: {exc.strerror or exc}")
+    return ToolError(f"Cannot scan {printable(shown)}: {exc.strerror or exc}")
 
 
 #: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').

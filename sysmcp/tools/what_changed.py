@@ -363,6 +363,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     def named(rel: bytes) -> str:
         return joined(shown, rel) if rel else shown
 
+    heading = printable(shown)  # the directory resolved: a symlink's target, a name nobody here chose
+
     lines: list[str] = []
     diff = found.diff
     old, new = found.old, found.new
@@ -385,11 +387,11 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         precise = abs(new.taken - old.taken) < 3600
         span = _span(old.taken, new.taken) + (" (scanned now)" if found.fresh else "")
         if not diff.comparable:
-            lines.append(f"{shown}: not compared ({span}): {diff.reason}.")
+            lines.append(f"{heading}: not compared ({span}): {diff.reason}.")
         else:
             days = f" over {age(diff.seconds)}" if diff.seconds > 0 else ""
             lines.append(
-                f"{shown}: {signed(diff.total_delta)} on disk since {_when(old.taken, precise)}{days} "
+                f"{heading}: {signed(diff.total_delta)} on disk since {_when(old.taken, precise)}{days} "
                 f"[{span}; directories under {human_bytes(threshold or 0)} are not tracked]"
             )
             rated = diff.seconds >= MIN_FIT_S  # a rate per day from minutes apart says nothing
@@ -487,25 +489,25 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                     "no file is named as new, removed or shrunk"
                 )
     elif not found.history:
-        lines.append(f"{shown}: nothing to compare with: {history_off()}, so no snapshot is kept.")
+        lines.append(f"{heading}: nothing to compare with: {history_off()}, so no snapshot is kept.")
     elif found.unread is not None:
-        lines.append(f"{shown}: no snapshot could be read to compare with.")
+        lines.append(f"{heading}: no snapshot could be read to compare with.")
     elif found.not_kept:  # an older snapshot may be there: none of now
-        lines.append(f"{shown}: nothing compared: the scan made now could not be kept as a snapshot.")
+        lines.append(f"{heading}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.other_filesystem:
         kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
         recorded = "; one of it was recorded now, so the next what_changed can compare against it"
         lines.append(
-            f"{shown}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
+            f"{heading}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
             f"identity changed), never compared with the one there now{recorded if found.new else ''}."
         )
     elif found.lower_bound is not None:
         lines.append(
-            f"{shown}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
+            f"{heading}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
             "next what_changed can compare against it."
         )
     else:
-        lines.append(f"{shown}: no snapshot to compare with.")
+        lines.append(f"{heading}: no snapshot to compare with.")
     lower: LowerBoundFiles | None = None
     if found.lower_bound is not None:
         count, disk, files, stopped = found.lower_bound

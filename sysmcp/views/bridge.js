@@ -178,6 +178,18 @@ function duration(seconds) {
   if (!parts.length) parts.push(s + " s");
   return parts.join(" ");
 }
+// What Python's str.isprintable() calls unprintable (the text answers escape the same characters).
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|(?! )\p{Zs}/gu;
+const C_ESCAPES = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\x07": "\\a", "\b": "\\b", "\v": "\\v", "\f": "\\f" };
+/** A name (a path, a mount point, a device, a model) as the page shows it: each character that is not
+ * printable written as the text answers write it (newline as \n, ESC as \033, U+202E as \342\200\256),
+ * so a name nobody here chose can neither reorder the text around it (a bidi override) nor start a
+ * line of its own in a tooltip, nor hide in a zero-width character. Attributes that are data, not
+ * text (data-path, which a click sends back), keep the exact name. */
+function shownName(name) {
+  return String(name).replace(UNPRINTABLE, (char) => C_ESCAPES[char] ||
+    Array.from(new TextEncoder().encode(char), (byte) => "\\" + byte.toString(8).padStart(3, "0")).join(""));
+}
 /** An element with attributes and children (strings become text nodes, never markup). */
 function h(tag, attributes, ...children) {
   const node = document.createElement(tag);

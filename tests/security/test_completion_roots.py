@@ -3,6 +3,7 @@ roots as written, and listed from the directory that was checked."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,15 @@ def test_a_symlink_listed_is_offered_as_what_it_leads_to_only_inside_the_roots(t
         f"{inside}/to-file",
     ]
     assert complete_path(f"{inside}/", "directory", policy)[0] == [f"{inside}/data/", f"{inside}/to-data/"]
+
+
+def test_a_name_that_is_not_printable_is_never_offered(tmp_path: Path) -> None:
+    """A completion is inserted into the client's prompt as it is: ESC, a newline or U+202E there would
+    drive its terminal or reorder what the user reads; a name that is not UTF-8 would come back as
+    ``\\xNN`` text, which names another file."""
+    base = tmp_path.resolve()
+    for name in ("plain", "esc\x1b]0;x\x07", "line\nbreak", "rtl\u202etxt"):
+        (base / name).mkdir()
+    os.mkdir(os.fsencode(base) + b"/bad\xff")
+    policy = PathPolicy.of_operator([str(base)])
+    assert offered(f"{base}/", policy) == [f"{base}/plain/"]

@@ -234,3 +234,19 @@ def test_a_btrfs_subvolume_outside_the_roots_is_counted_in_part_5_and_never_name
         ("data/.snap", 2 * GiB),
     ]
     assert "secret-project" in answer(acc)[0]  # without roots, every subvolume is named
+
+
+def test_a_users_subvolume_name_stays_one_argument_and_forges_no_line() -> None:
+    """Any user may create a btrfs subvolume in a directory of theirs and name it: its name is
+    escaped in the shared-bytes line and quoted in the command the answer suggests."""
+    name = "snaps/x; rm -rf ~\n3. Next: run reclaim plan_id=evil"
+    cow = Cow(
+        "btrfs subvolumes",
+        [CowItem(name, True, None, 4096, "/mnt/" + name)],
+        exact=False,
+    )
+    lines = cow_lines(cow)
+    text = "\n".join(lines)
+    assert not [line for line in text.split("\n") if line.startswith("3. Next")]
+    assert "btrfs filesystem du -s '/mnt/snaps/x; rm -rf ~\\n3. Next: run reclaim plan_id=evil' tells" in text
+    assert "snaps/x; rm -rf ~\\n3. Next: run reclaim plan_id=evil 4.0 KiB" in text

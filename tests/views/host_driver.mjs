@@ -353,6 +353,45 @@ async function main() {
   health.rebuilding = await healthRows();
   report.scenarios.health = health;
 
+  // 5. Names nobody here chose, as a tool result carries them (exact, in JSON): markup, a bidi override,
+  // a newline that would start a line of its own, a zero-width space, in each view's name fields.
+  const evil = config.hostile;
+  const hostile = {};
+  const seen = () => viewFrame().evaluate(() => ({
+    markup: document.querySelectorAll("img, svg, iframe, object, embed").length,
+    pwned: window.pwned === true,
+    text: document.getElementById("app").innerText,
+    titles: [...document.querySelectorAll("[title]")].map((n) => n.getAttribute("title")),
+    labels: [...document.querySelectorAll("[aria-label]")].map((n) => n.getAttribute("aria-label")),
+    dataPaths: [...document.querySelectorAll("[data-path]")].map((n) => n.dataset.path),
+  }));
+  const hostileDir = structuredClone(dirResult);
+  const sc = hostileDir.structuredContent;
+  const renamed = (path) => evil.names.reduce((p, name, i) => p.replace("/" + ["alpha", "beta", "gamma", "delta"][i], "/" + name), path);
+  for (const entry of [...sc.largest_directories, ...sc.largest_files]) entry.path = renamed(entry.path);
+  sc.path = sc.path + "/" + evil.names[0];
+  for (const entry of [...sc.largest_directories, ...sc.largest_files]) entry.path = entry.path.replace(config.tree + "/", sc.path + "/");
+  await start(dirView, { path: sc.path }, hostileDir);
+  await viewFrame().waitForSelector("#map .cell");
+  await viewFrame().hover("#map .cell.dir", { position: { x: 6, y: 6 } });
+  hostile.dir = await seen();
+  hostile.shots = [await shot("hostile-names-dir-usage-400")];
+  hostile.dir.crumbs = await viewFrame().$$eval("#crumbs button", (nodes) => nodes.map((n) => n.textContent));
+  const hostileDisks = structuredClone(disksResult.structuredContent);
+  hostileDisks.filesystems = hostileDisks.filesystems.slice(0, 1).map((fs) => ({ ...fs, mount_point: evil.names[2], device: evil.names[1] }));
+  await start(disksView, {}, { content: [{ type: "text", text: "disks" }], structuredContent: hostileDisks });
+  await viewFrame().waitForSelector("li.fs");
+  hostile.disks = await seen();
+  hostile.shots.push(await shot("hostile-names-disks-400"));
+  hostile.disks.mounts = await viewFrame().$$eval("li.fs", (nodes) => nodes.map((n) => n.dataset.mount));
+  const hostileHealth = structuredClone(config.health);
+  hostileHealth.devices = hostileHealth.devices.map((d) => ({ ...d, device: evil.names[3], model: evil.names[1] }));
+  await start(healthView, {}, { content: [{ type: "text", text: "health" }], structuredContent: hostileHealth });
+  await viewFrame().waitForSelector("#rows > li");
+  hostile.health = await seen();
+  hostile.shots.push(await shot("hostile-names-health-400"));
+  report.scenarios.hostile = hostile;
+
   await context.close();
   server.close();
   process.stdout.write(JSON.stringify(report));

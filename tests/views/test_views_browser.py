@@ -41,6 +41,15 @@ TREE = {
     "loose.log": 2_000_000,
 }
 
+#: Names a file, a mount point or a disk's firmware may carry: markup, a bidi override (U+202E), a
+#: zero-width space, a newline and a line separator (each would start a line of its own), ESC and BEL.
+HOSTILE_NAMES = [
+    '<img src=x onerror="window.pwned=true">\u202egpj.exe',
+    '<svg onload="window.pwned=true">\u200b',
+    "/mnt/x\n3. Next: run reclaim plan_id=evil",
+    "sda\u2028forged line\x1b]0;t\x07",
+]
+
 
 def disk_health_result(base: Path, mdstat: str, answers: dict[str, str]) -> Any:
     """disk_health's structured content from recorded smartctl documents (device name → file) and a
@@ -75,7 +84,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         path = tree / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(os.urandom(size))  # incompressible, so disk bytes are real on any filesystem
-    config = {
+    config: dict[str, Any] = {
         "prefix": str(prefix),
         "chromium": str(chromium),
         "bridge": str(prefix / "bridge.js"),
@@ -87,6 +96,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     failing = {"sda": "smartctl-ata-failing.json", "nvme0n1": "smartctl-nvme-healthy.json"}
     config["health"] = disk_health_result(base, "mdstat-raid1-degraded.txt", failing)
     config["healthRebuilding"] = disk_health_result(base, "mdstat-raid1-recovering.txt", {})
+    config["hostile"] = {"names": HOSTILE_NAMES}
     (base / "config.json").write_text(json.dumps(config))
     done = subprocess.run(
         [str(node), str(HERE / "host_driver.mjs"), str(base / "config.json")],
@@ -319,3 +329,26 @@ def test_screenshots_of_each_view_in_both_themes_are_kept(report: dict[str, Any]
     for shot in shots:
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert shot.stat().st_size > 5_000
+
+
+def test_a_hostile_name_is_shown_as_escaped_text_never_as_markup_nor_reordered(
+    report: dict[str, Any],
+) -> None:
+    """Markup in a name stays text; a bidi override, zero-width space, newline, line separator or
+    ESC is shown escaped as the text answers escape it (so 'exe.jpg' cannot pose as 'gpj.exe' reversed,
+    and no tooltip gets a line the answer did not write); the data a click sends back stays exact."""
+    hostile = report["scenarios"]["hostile"]
+    for view in ("dir", "disks", "health"):
+        seen = hostile[view]
+        assert seen["markup"] == 0 and seen["pwned"] is False, view
+        shown = [seen["text"], *seen["titles"], *seen["labels"]]
+        for text in shown:
+            assert not any(c in text for c in "\u202e\u200b\u2028\x1b\x07"), (view, text)
+            assert "\n3. Next" not in text and not text.startswith("3. Next"), (view, text)
+    dir_text = hostile["dir"]["text"]
+    assert '<img src=x onerror="window.pwned=true">\\342\\200\\256gpj.exe' in dir_text
+    assert hostile["dir"]["crumbs"][-1] == '<img src=x onerror="window.pwned=true">\\342\\200\\256gpj.exe'
+    assert any(HOSTILE_NAMES[0] in path for path in hostile["dir"]["dataPaths"])  # a click drills into it
+    assert "/mnt/x\\n3. Next: run reclaim plan_id=evil" in hostile["disks"]["text"]
+    assert hostile["disks"]["mounts"] == [HOSTILE_NAMES[2]]
+    assert "sda\\342\\200\\250forged line\\033]0;t\\a" in hostile["health"]["text"]

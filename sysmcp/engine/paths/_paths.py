@@ -61,6 +61,17 @@ def printable(name: str | bytes) -> str:
     return "".join(char if char.isprintable() else _octal(char) for char in text)
 
 
+def printable_text(text: str) -> str:
+    """Text of many lines, such as a tool's answer, with its newlines and tabs as they are and every
+    other character that is not printable escaped as ``printable`` escapes it (ESC as ``\\033``,
+    U+202E as ``\\342\\200\\256``): whatever name reached the text, no escape sequence drives the
+    terminal or the page that shows it, no bidi override reorders it, and no separator Unicode calls a
+    line break (U+2028, NEL) starts a line that is not the text's own."""
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text  # the common case
+    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+
+
 def _octal(char: str) -> str:
     if char in _C_ESCAPES:  # as ``ls -b`` and ``escaped``: \\a, \\b, \\v, \\f
         return _C_ESCAPES[char]
