@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,24 @@ def df(*args: str) -> dict[str, list[str]]:
     return rows
 
 
+def mount_table() -> bytes:
+    return Path("/proc/self/mountinfo").read_bytes()
+
+
+async def while_mounts_hold(
+    read: Callable[[], Awaitable[tuple[Any, Any]]], attempts: int = 5
+) -> tuple[Any, Any]:
+    """``read()`` (sysmcp's answer and df's) again until no mount was made or unmade while it ran:
+    other tests (a container's overlay, a loop device) mount in this namespace in parallel, and a
+    mount that came or went between the two readings is in one and not the other."""
+    for _ in range(attempts):
+        before = mount_table()
+        got = await read()
+        if mount_table() == before:
+            return got
+    pytest.fail(f"the mount table changed during each of {attempts} readings")
+
+
 def df_points(*args: str) -> list[str]:
     done = subprocess.run(["df", "-P", *args], capture_output=True, text=True, timeout=30)
     return [line.split(None, 5)[-1] for line in done.stdout.splitlines()[1:]]
@@ -60,23 +79,33 @@ def between(value: int, first: int, second: int, slack: int) -> bool:
 
 
 async def test_the_mounts_listed_are_dfs_real_and_memory_filesystems() -> None:
-    ours = await listing()
-    theirs = {point for point, row in df("-T").items() if row[1] not in PSEUDO_TYPES - MEMORY_TYPES}
+    async def read() -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+        return await listing(), df("-T")
+
+    ours, table = await while_mounts_hold(read)
+    theirs = {point for point, row in table.items() if row[1] not in PSEUDO_TYPES - MEMORY_TYPES}
     assert set(ours) == theirs
     assert all(fs["status"] == "ok" for fs in ours.values())
 
 
 async def test_with_all_the_mounts_listed_are_those_of_df_a() -> None:
     handler = DiskUsage()
-    output = await handler({"unit": "percent", "all": True}, context())
-    ours = Counter(fs["mount_point"] for fs in output.structured["filesystems"])
-    assert ours == Counter(df_points("-a"))
+
+    async def read() -> tuple[Counter[str], Counter[str]]:
+        output = await handler({"unit": "percent", "all": True}, context())
+        return Counter(fs["mount_point"] for fs in output.structured["filesystems"]), Counter(df_points("-a"))
+
+    ours, theirs = await while_mounts_hold(read)
+    assert ours == theirs
 
 
 async def test_bytes_and_inodes_agree_with_df_read_just_before_and_after() -> None:
-    bytes_before, inodes_before = df("-B1", "-T"), df("-i", "-T")
-    ours = await listing()
-    bytes_after, inodes_after = df("-B1", "-T"), df("-i", "-T")
+    async def read() -> tuple[Any, Any]:
+        before = df("-B1", "-T"), df("-i", "-T")
+        ours = await listing()
+        return (before, ours), (df("-B1", "-T"), df("-i", "-T"))
+
+    ((bytes_before, inodes_before), ours), (bytes_after, inodes_after) = await while_mounts_hold(read)
     assert ours
     for point, fs in ours.items():
         # rows: source, type, total, used, available, capacity
