@@ -518,6 +518,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
     engine = found.command or ("podman" if found.engine.startswith("Podman") else "docker")
     if layout.container_socket is not None:  # the engine's command must reach the same engine
         engine += f" --url unix://{found.socket}" if engine == "podman" else f" -H unix://{found.socket}"
+    # The engine names them: after ``--`` a name starting with "-" is a volume, never an option
     dangling = sorted(v.name for v in found.volumes if v.dangling)
     figures = (  # (key, bytes, command, cost, safety): what the engine's own commands free
         (
@@ -531,7 +532,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         (
             "volumes",
             sum(v.size or 0 for v in found.volumes if v.dangling),
-            f"{engine} volume rm {' '.join(shlex.quote(name) for name in dangling)}",
+            f"{engine} volume rm -- {' '.join(shlex.quote(name) for name in dangling)}",
             "the data in volumes no container uses is gone for good: nothing makes it again",
             RISKY,
         ),
@@ -589,9 +590,11 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 f"{found.socket}:log:{log.file.path}",
                 [file],
                 command=f"truncate -s 0 {shlex.quote(os.fsdecode(file[0]))}",
-                cost=f"{engine} logs {shlex.quote(log.container)} loses what the log held",
+                # as a person reads it (the plan's text, reclaim's question): an engine may name a container
+                # anything, an ESC that moves the cursor too
+                cost=escaped(f"{engine} logs -- {shlex.quote(log.container)} loses what the log held"),
                 safety=REVIEW,
-                method=f"blocks of the log file {found.engine} names for container {log.container}",
+                method=f"blocks of the log file {found.engine} names for container {escaped(log.container)}",
                 action="truncate" if ours and names == 1 else "command",
                 note=f"{grows}; {limit}: "
                 "--log-opt max-size (or log-opts in daemon.json) keeps it bounded for good"

@@ -22,10 +22,20 @@ after a while (``bounded``), and the file is then skipped.
 What the script cannot do that ``reclaim`` does: act relative to an open directory, or pin a file before
 it opens it. Its checks and its ``rm``, ``cmp``, ``lsattr`` or ``: >`` each resolve the path again, so a
 directory swapped for a symlink between the two would lead them elsewhere with the rights of whoever runs
-the script. So it acts only on a file no other user can reach that way (``steady``): every directory above
-it belongs to root or to the user running the script and no one else may write it (or it is sticky, and
-the entry below it is root's or that user's too); any other is skipped, naming the directory, with the
-advice to run that step as its owner or use ``reclaim``. A deleted file held open is emptied through
+the script. So it acts only where no other user can reach elsewhere that way (``steady``): a directory
+belongs to root or to the user running the script and no one else may write it (or it is sticky, and the
+entry below it is root's or that user's too). Which directories must be so depends on the step. ``rm``
+never follows the name it removes, and another user who may write the file's own directory (root:syslog
+0775 /var/log, sticky /tmp) can swap in under that name only a name whose removal harms no one: a file they
+could remove themselves, a symlink (the link goes, not what it names), a hard link to another's file
+(where protected_hardlinks is off: one name goes, the file and its other names stay). So for a removal
+only the directories above the file's own must be steady; where its own is not, ``lsattr`` (which opens
+what it looks at) is not run on the file, and one marked immutable fails ``rm`` instead (``ls -ldO`` on
+the BSDs opens nothing). ``: >`` and ``cmp`` open the name and
+follow a symlink at its end (to a device whose open acts, a watchdog's; to root's file, whose bytes
+``cmp`` would tell equal or not), so emptying and comparing a duplicate need the file's own directory
+steady too. Any step refused is skipped, naming the directory, with the advice to run that step as its
+owner or use ``reclaim``. A deleted file held open is emptied through
 ``/proc/PID/fd/N``, which its holder may point at any file it can name (an ``O_PATH`` descriptor needs no
 read permission) between the look and the open: the script empties it only when the holder is root or
 the user running the script (every user id in ``/proc/PID/status``; ``/proc/PID`` itself is root's
@@ -97,8 +107,12 @@ marked() {{
   esac
 }}
 unmarked() {{
-  # $1 and the directory holding it marked neither immutable nor append-only, or skip "$2" saying which is
-  if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
+  # $1 and the directory holding it marked neither immutable nor append-only, or skip "$2" saying which is.
+  # lsattr opens what it looks at, so $1 itself is looked at only where no other user can put another
+  # file in its place (a device whose open acts, a watchdog's); elsewhere a marked file fails rm.
+  if [ "$STATS" != gnu ] || steady "$1" "$2"; then
+    if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
+  fi
   d=${{1%/*}}; ds=${{2%/*}}
   if m=$(marked "${{d:-/}}"); then
     skip "$2" "its directory ${{ds:-/}} is marked $m, so no name in it can be removed: unmark it (chattr -i or -a) and run again, or leave it"
@@ -112,13 +126,20 @@ perms() {{
 steady() {{
   # No user but root and this one can rename or replace a name on the way to $1 while this runs: each
   # directory above it is theirs and writable by no one else, or sticky with the entry below it theirs.
-  # Else $1 is skipped ("$3"; "$2": $1 as shown): this script resolves each path again at every step,
-  # so a directory swapped for a symlink after its look would lead rm, cmp or : > elsewhere.
+  # With $3 "loose" only the directories above $1's own are looked at: rm never follows a final name,
+  # so another user's names in that directory (a group's /var/log, a sticky /tmp) lead it nowhere else.
+  # Else it returns 1 with NOTE saying why ("$2": $1 as shown): this script resolves each path again at
+  # every step, so a directory swapped for a symlink after its look would lead rm, cmp or : > elsewhere.
   sp=$1; ss=$2; sl=0
+  if [ "${{3-}}" = loose ]; then
+    sp=${{sp%/*}}; ss=${{ss%/*}}
+    if [ -z "$sp" ] || [ "$sp" = "$STEADY" ]; then return 0; fi
+  fi
+  st=$sp
   while [ -n "$sp" ]; do
     below=$sp; sp=${{sp%/*}}; ss=${{ss%/*}}
     if [ "${{sp:-/}}" = "$STEADY" ]; then return 0; fi
-    pm=$(perms "${{sp:-/}}") || {{ skip "$3" "cannot look at the directory ${{ss:-/}}"; return 1; }}
+    pm=$(perms "${{sp:-/}}") || {{ NOTE="cannot look at the directory ${{ss:-/}}"; return 1; }}
     po=${{pm%% *}}; pm=${{pm#* }}
     if [ "$po" = 0 ] || [ "$po" = "$ME" ]; then
       [ $((0$pm & 022)) = 0 ] && continue
@@ -128,10 +149,10 @@ steady() {{
         if [ "$bo" = 0 ] || [ "$bo" = "$ME" ]; then continue; fi
       fi
     fi
-    skip "$3" "another user may rename or replace names in ${{ss:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
+    NOTE="another user may rename or replace names in ${{ss:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
     return 1
   done
-  [ "$sl" = 0 ] && STEADY=${{1%/*}} && STEADY=${{STEADY:-/}}
+  [ "$sl" = 0 ] && STEADY=${{st%/*}} && STEADY=${{STEADY:-/}}
   return 0
 }}
 avail() {{
@@ -142,7 +163,7 @@ rmf() {{
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
-  steady "$1" "$3" "$3" || return
+  steady "$1" "$3" loose || {{ skip "$3" "$NOTE"; return; }}
   unmarked "$1" "$3" || return
   if [ "$APPLY" = 1 ]; then
     if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
@@ -154,9 +175,11 @@ dupf() {{
   if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
   kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
   if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
-  steady "$4" "$6" "$3" || return
+  # cmp opens and reads both names, following a symlink at the end: only where no other user can put
+  # another file there (a device whose open acts; root's file, whose bytes cmp would tell apart)
+  steady "$4" "$6" || {{ skip "$3" "$NOTE"; return; }}
   if nolink "$1" && [ -f "$1" ]; then
-    steady "$1" "$3" "$3" || return
+    steady "$1" "$3" || {{ skip "$3" "$NOTE"; return; }}
     size=${{2#*:*:}}
     bounded $((60 + ${{size%%:*}} / 10000000)) cmp -s -- "$4" "$1"
     case $? in
@@ -223,7 +246,7 @@ logf() {
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
   if [ "$now" != "$2" ]; then skip "$3" "another file, another owner or another name since the plan"; return; fi
-  steady "$1" "$3" "$3" || return
+  steady "$1" "$3" || { skip "$3" "$NOTE"; return; }
   if m=$(marked "$1"); then skip "$3" "marked $m (chattr/chflags), so it stays"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi

@@ -406,6 +406,25 @@ def test_the_plans_script_empties_the_log_and_skips_one_that_became_a_symlink(
     assert shadow.read_bytes() == SHADOW
 
 
+def test_the_plans_script_never_empties_a_log_in_a_group_writable_directory(
+    engine: str, log: Path, shadow: Path, base: Path
+) -> None:
+    """Removing a name may go on in a directory others write (root:syslog 0775); emptying may not: ``: >``
+    follows the final name, so a member of the group could put a symlink to root's file there between
+    the look and the open, and root would empty that file."""
+    os.chown(base / "containers", 0, 0)
+    os.chown(log.parent, 0, NOBODY)
+    log.parent.chmod(0o775)
+    script = base / "plan.sh"
+    script.write_text(render_script(plan_for(engine)))
+    applied = subprocess.run(
+        ["sh", str(script), "--apply"], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"skipped: {log}: another user may rename or replace names in {log.parent} " in applied, applied
+    assert "(its owner 0, mode 775)" in applied and os.stat(log).st_size >= MIB
+    assert shadow.read_bytes() == SHADOW
+
+
 # -- a real engine ---------------------------------------------------------------------------------
 
 

@@ -101,8 +101,112 @@ def test_a_directory_swapped_for_a_symlink_after_the_look_never_leads_rm_to_root
     )
     out = run(render_script(plan), base, after_stat(base, f"%d:%i:%s:%Y -- {logs}/old.1", swap))
     assert (roots / "old.1").read_bytes() == b"root's own\n", out
-    assert f"skipped: {logs}/old.1: another user may rename or replace names in {logs}" in out, out
+    assert f"skipped: {logs}/old.1: another user may rename or replace names in {base / 'var'} " in out, out
     assert "run this step as that user, or use reclaim" in out and (base / "hooks/done").exists()
+
+
+def test_a_rotated_log_in_a_group_writable_log_directory_is_removed_and_a_swapped_name_leads_nowhere(
+    base: Path,
+) -> None:
+    """/var/log on Ubuntu is root:syslog 0775. The script skipped every rotated log in it (a directory
+    another user may write), though ``rm`` never follows the name it removes: only a directory *above*
+    /var/log could lead it elsewhere. Now such a log is removed; a member of the group who swaps a log's
+    name for a symlink to root's file right after the look makes ``rm`` remove their symlink, nothing more."""
+    logs = base / "var/log"
+    for name in ("old.1", "old.2"):
+        write(logs / name, 10_000)
+    os.chown(logs, 0, NOBODY)
+    logs.chmod(0o775)
+    roots = base / "roots"
+    roots.mkdir()
+    (roots / "secret").write_bytes(b"root's own\n")
+    plan = build_plan(PlanRequest(layout=layout(base), classes=("rotated_log",)))
+    assert sorted(e.path for item in plan.items for e in item.entries) == [
+        os.fsencode(logs / "old.1"),
+        os.fsencode(logs / "old.2"),
+    ]
+    swap = (
+        f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+        f"sh -c 'mv {logs}/old.2 {logs}/old.2.gone && ln -s {roots}/secret {logs}/old.2'"
+    )
+    out = run(render_script(plan), base, after_stat(base, f"%d:%i:%s:%Y -- {logs}/old.2", swap))
+    assert (base / "hooks/done").exists() and (roots / "secret").read_bytes() == b"root's own\n", out
+    assert f"removed: {logs}/old.1" in out and f"removed: {logs}/old.2" in out, out
+    assert sorted(os.listdir(logs)) == ["old.2.gone"], out
+
+
+def test_another_users_stray_core_in_a_sticky_directory_is_removed_and_a_swapped_name_leads_nowhere(
+    base: Path,
+) -> None:
+    """/tmp is sticky and everyone's: a core file nobody left there was skipped (an entry not root's in a
+    directory others write). ``rm`` acts on the name, not on what it leads to, and nobody can put under
+    that name only what they could remove themselves, so it goes now; swapped for a symlink to root's
+    file after the look, the symlink goes and root's file stays."""
+    tmp = base / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    roots = base / "roots"
+    roots.mkdir()
+    (roots / "secret").write_bytes(b"root's own\n")
+    for name in ("core", "core.7"):
+        write(tmp / name, 20_000)
+        os.chown(tmp / name, NOBODY, NOBODY)
+    plan = build_plan(PlanRequest(layout=layout(base), classes=("core_dump",)))
+    assert sorted(e.path for item in plan.items for e in item.entries) == [
+        os.fsencode(tmp / "core"),
+        os.fsencode(tmp / "core.7"),
+    ]
+    swap = (
+        f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+        f"sh -c 'rm {tmp}/core.7 && ln -s {roots}/secret {tmp}/core.7'"
+    )
+    out = run(render_script(plan), base, after_stat(base, f"%d:%i:%s:%Y -- {tmp}/core.7", swap))
+    assert (base / "hooks/done").exists() and (roots / "secret").read_bytes() == b"root's own\n", out
+    assert f"removed: {tmp}/core" in out and f"removed: {tmp}/core.7" in out, out
+    assert os.listdir(tmp) == [], out
+
+
+def test_a_directory_above_a_group_writable_one_swapped_for_a_symlink_still_leads_rm_nowhere(
+    base: Path,
+) -> None:
+    """The log's own directory may be written by others; the one above it may not: nobody, owning /var,
+    moves /var/log away right after the look and puts a symlink to root's directory in its place."""
+    logs = base / "var/log"
+    write(logs / "old.1", 10_000)
+    os.chown(base / "var", NOBODY, NOBODY)
+    os.chown(logs, 0, NOBODY)
+    logs.chmod(0o775)
+    roots = base / "roots"
+    roots.mkdir()
+    (roots / "old.1").write_bytes(b"root's own\n")
+    plan = build_plan(PlanRequest(layout=layout(base), classes=("rotated_log",)))
+    swap = (
+        f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+        f"sh -c 'mv {logs} {logs}.gone && ln -s {roots} {logs}'"
+    )
+    out = run(render_script(plan), base, after_stat(base, f"%d:%i:%s:%Y -- {logs}/old.1", swap))
+    assert (roots / "old.1").read_bytes() == b"root's own\n", out
+    assert f"skipped: {logs}/old.1: another user may rename or replace names in {base / 'var'} " in out, out
+    assert (base / "hooks/done").exists()
+
+
+def test_a_duplicate_in_a_sticky_directory_is_not_compared_and_stays(base: Path) -> None:
+    """A duplicate goes only after ``cmp`` finds its bytes the kept copy's, and ``cmp`` opens the name,
+    following a symlink: nobody could put one to a device whose open acts (a watchdog) or to root's file
+    (``cmp`` telling whether its bytes are the kept copy's) there. So a copy in a directory others write
+    is not compared, and stays, while ``rm`` alone would be safe there."""
+    shared = base / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (shared / name).write_bytes(data)
+        os.chown(shared / name, NOBODY, NOBODY)
+    groups = [[os.fsencode(shared / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(base / "none"), duplicates=groups))
+    out = run(render_script(plan), base, dict(os.environ))
+    assert f"skipped: {shared}/b: another user may rename or replace names in {shared} " in out, out
+    assert (shared / "b").read_bytes() == data
 
 
 HOLDER = textwrap.dedent(

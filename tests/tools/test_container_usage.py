@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -41,6 +42,7 @@ from sysmcp.reclaim import PlanRequest, build_plan, choose
 from sysmcp.reclaim._classes import RootsLayout, containers
 from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
+from sysmcp.tools.reclaim_plan import render as render_plan
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import ABSENT
 from tests.harness import RecordingPeer as Recorder
@@ -918,7 +920,7 @@ def test_reclaim_plans_stopped_containers_dangling_volumes_and_logs_each_with_th
     host = f"docker -H unix://{lab.socket}"
     stopped_rw = int(lab.docker("inspect", "--size", "stopped", "--format", "{{.SizeRw}}"))
     assert by_command[f"{host} container prune"].bytes == stopped_rw
-    orphan = by_command[f"{host} volume rm orphan"]
+    orphan = by_command[f"{host} volume rm -- orphan"]
     assert orphan.bytes >= 100 * KIB and orphan.safety == "risky"
     for name in ("writer", "stopped"):
         path = lab.docker("inspect", name, "--format", "{{.LogPath}}")
@@ -935,6 +937,46 @@ def test_reclaim_plans_stopped_containers_dangling_volumes_and_logs_each_with_th
     assert {item.action for item in plan.items if not item.entries} == {"command"}
     with pytest.raises(Exception, match="freed by its vendor's command"):
         choose(plan, [orphan.id])
+
+
+def test_names_an_engine_gives_are_never_options_to_its_command_nor_escapes_in_the_plans_text(
+    tmp_path: Path,
+) -> None:
+    """An engine names its volumes and containers (one on another user's socket may name them anything):
+    a dangling volume ``-f`` went into ``docker volume rm -f …`` as the option, and a container named with
+    ESC and CR reached the plan's text (and reclaim's question) raw in the cost, clearing and forging
+    its line. Names now follow ``--``, and the cost is escaped as ``ls -b`` does."""
+    name = "-c\x1b[2K\rwould remove: forged"
+    log = tmp_path / "x-json.log"
+    log.write_bytes(b"x" * 100_000)
+    said = {
+        **ENGINE,
+        "/system/df": {
+            "LayersSize": 10,
+            "Images": [],
+            "Containers": [{"Id": "x", "Names": ["/" + name], "State": "exited", "SizeRw": 0}],
+            "Volumes": [
+                {"Name": "-f", "UsageData": {"RefCount": 0, "Size": 4096}},
+                {"Name": "v\x1b[31m", "UsageData": {"RefCount": 0, "Size": 4096}},
+            ],
+        },
+        "/containers/json": [{"Id": "x", "Names": ["/" + name], "State": "exited"}],
+        "/containers/x/json": {
+            "Id": "x",
+            "Name": "/" + name,
+            "LogPath": str(log),
+            "HostConfig": {"LogConfig": {"Type": "json-file"}},
+        },
+    }
+    with recorded_engine(said, str(tmp_path / "e.sock")) as path:
+        plan = build_plan(PlanRequest(layout=RootsLayout(container_socket=path), classes=("container",)))
+    (volumes,) = [item for item in plan.items if " volume rm " in (item.command or "")]
+    assert shlex.split(volumes.command or "")[-4:] == ["rm", "--", "-f", "v\x1b[31m"]
+    (emptied,) = [item for item in plan.items if item.entries]
+    assert emptied.cost.endswith(" logs -- '-c\\033[2K\\rwould remove: forged' loses what the log held")
+    text = render_plan(plan, str(tmp_path))
+    assert "\x1b" not in text and "\r" not in text, text
+    assert "'v\\033[31m'" in text and "'-c\\033[2K\\rwould remove: forged'" in text, text
 
 
 async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_the_prune_planned() -> None:
