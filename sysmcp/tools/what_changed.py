@@ -634,9 +634,8 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
         parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
     if then.mtime != now.mtime:
         parts.append(_times("mtime", then.mtime, now.mtime))
-    if ctime_only(then, now):  # any other change sets it too: named when it is the only one
-        assert then.ctime is not None and now.ctime is not None
-        parts.append(_times("ctime", then.ctime, now.ctime))
+    if ctime_only(then, now) and then.ctime is not None and now.ctime is not None:
+        parts.append(_times("ctime", then.ctime, now.ctime))  # every other change sets it too: named alone
     return ", ".join(parts)
 
 
@@ -646,10 +645,10 @@ def _times(name: str, then: float, now: float) -> str:
     return f"{name} {before} → {after}" if before != after else f"{name} changed within {after}"
 
 
-def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile, unread_now: bool) -> str:
-    """What the text says of a file whose records then and now differ, listed under ``kind``
-    (``unread_now``: not read now). Where the content was not compared (unreadable then or now) a
-    changed size, mtime or ctime says it may have changed, and the words say so."""
+def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile) -> str:
+    """What the text says of a file whose records then and now differ, listed under ``kind``. Where
+    the content was not compared (unreadable then or now) a changed size, mtime or ctime says it may
+    have changed, and the words say so."""
     detail = _what_changed(then, now)
     inode = ctime_only(then, now)
     if kind == "unreadable":  # not read now: lstat's word only
@@ -657,7 +656,8 @@ def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile, unread_n
         tail = " (metadata or content changed; content not compared)" if inode else ""
         return f"unreadable {when}, but since the baseline: {detail}{tail}"
     if then.digest:  # read then and now: the digests were compared
-        return f"{detail}: the inode changed, its content did not" if inode else detail
+        same = inode and kind == "metadata_changed"
+        return f"{detail}: the inode changed, its content did not" if same else detail
     if kind == "metadata_changed":  # unreadable at the baseline: a mode or owner changed, not size or times
         return f"unreadable at the baseline, its content not compared; {detail}"
     if then.size != now.size:  # another size is another content
@@ -698,7 +698,7 @@ def _integrity_lines(
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
-            detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair, False)
+            detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair)
             if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
                 detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
             word = _KIND_WORDS.get(k, k.replace("_", " "))

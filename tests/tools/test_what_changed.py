@@ -1083,3 +1083,46 @@ async def test_a_readable_file_whose_mode_was_changed_and_changed_back_is_metada
     assert (
         f"  metadata changed: {etc}/sudoers ({ctimes(before, after)}: the inode changed, its content did not)"
     ) in output.text, output.text
+
+
+def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell() -> None:
+    """A ctime alone moved says the inode changed: with the content the same (metadata changed), with
+    another digest nothing more (content changed), and where the content was not compared (unreadable
+    then, now, or both) that metadata or content changed."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.history.snapshots import BaselineFile
+    from sysmcp.tools.what_changed import render
+
+    def f(digest: str, ctime: float) -> BaselineFile:
+        return BaselineFile(digest, 10, 0.0, 0o600, 0, 0, ctime)
+
+    diff = BaselineDiff(
+        True,
+        None,
+        content=[b"forged", b"rewritten"],
+        metadata=[(b"linked", ("ctime",))],
+        files={
+            b"forged": (f("", 0.0), f("ab", 60.0)),
+            b"rewritten": (f("ab", 0.0), f("cd", 60.0)),
+            b"linked": (f("ab", 0.0), f("ab", 60.0)),
+            b"still": (f("", 0.0), f("", 60.0)),
+            b"taken": (f("ab", 0.0), f("", 0.5)),
+        },
+        unreadable=[b"still", b"taken"],
+    )
+    text, _, _ = render(
+        "/t", Findings(True, integrity=diff, integrity_taken=0.0), {"top_n": 10, "since": "24h"}
+    )
+    minute = "ctime 1970-01-01T00:00:00Z → 1970-01-01T00:01:00Z"
+    for line in (
+        f"  content changed: /t/forged (unreadable at the baseline; changed ({minute}: metadata or content "
+        "changed): content not compared, may have changed)",
+        f"  content changed: /t/rewritten ({minute})",
+        f"  metadata changed: /t/linked ({minute}: the inode changed, its content did not)",
+        f"  unreadable: /t/still (unreadable then and now, but since the baseline: {minute} (metadata or content "
+        "changed; content not compared))",
+        "  unreadable: /t/taken (unreadable now, but since the baseline: ctime changed within "
+        "1970-01-01T00:00:00Z (metadata or content changed; content not compared))",
+    ):
+        assert line + "\n" in text + "\n", (line, text)
