@@ -313,7 +313,8 @@ class BaselineDiff:
     reason: str | None  # why not comparable, or what limits the comparison
     added: list[bytes] = field(default_factory=list)
     removed: list[bytes] = field(default_factory=list)
-    content: list[bytes] = field(default_factory=list)  # digest (and so usually size) changed
+    #: Digest changed; or, unreadable at the baseline, size, mtime or ctime alone: it may have (``files``)
+    content: list[bytes] = field(default_factory=list)
     metadata: list[tuple[bytes, tuple[str, ...]]] = field(default_factory=list)  # same content, what changed
     #: Changed: then, now. A file unreadable at the baseline has then what lstat gave, its digest empty.
     files: dict[bytes, tuple[BaselineFile, BaselineFile]] = field(default_factory=dict)
@@ -334,11 +335,14 @@ class BaselineDiff:
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
-    """AIDE's view: files added, removed, changed in content, changed only in mode/owner/mtime; and
-    what the baseline could not read (``Baseline.unread``) kept apart from all of those.
+    """AIDE's view: files added, removed, changed in content, changed only in mode/owner/mtime/ctime
+    (ctime as AIDE's ``c``: named only when nothing else changed); and what the baseline could not
+    read (``Baseline.unread``) kept apart from all of those. A ctime either side lacks (a baseline
+    recorded before sysmcp kept it) is not compared.
 
-    A file unreadable then and read now is changed if lstat then and now differ (in content for a
-    size that differs, else in metadata), else whether it changed cannot be said (``unread_then``);
+    A file unreadable then and read now is changed if lstat then and now differ (in content, not
+    compared, for a size, mtime or ctime that differs; else in metadata), else whether it changed
+    cannot be said (``unread_then``);
     one below a directory unreadable then is ``not_comparable``; one unreadable now (itself, or under a
     directory unreadable now) is ``unreadable``, with lstat then and now in ``files`` when they differ.
     Anything else new is added.
@@ -426,7 +430,8 @@ def _unread_now(
 
 
 def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:
-    return tuple(
+    """What differs of mode, owner and mtime, and ctime when it is the only sign (``ctime_only``)."""
+    what = tuple(
         name
         for name, x, y in (
             ("mode", a.mode, b.mode),
@@ -434,6 +439,20 @@ def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:
             ("mtime", a.mtime, b.mtime),
         )
         if x != y
+    )
+    return ("ctime",) if not what and ctime_only(a, b) else what
+
+
+def ctime_only(a: BaselineFile, b: BaselineFile) -> bool:
+    """Whether a file's two records differ in ctime alone (both known). Every change of size, mode,
+    owner or mtime sets the ctime too, so ctime tells something only when nothing else it records
+    changed: a mode or owner changed and changed back, a hard link made or removed, ACLs or extended
+    attributes set, or new bytes written with the old size and mtime put back (``touch -r``)."""
+    return (
+        a.ctime is not None
+        and b.ctime is not None
+        and a.ctime != b.ctime
+        and (a.size, a.mode, a.uid, a.gid, a.mtime) == (b.size, b.mode, b.uid, b.gid, b.mtime)
     )
 
 
@@ -443,10 +462,14 @@ def _lstat_changed(a: BaselineFile, b: BaselineFile) -> bool:
 
 def _unread_then(result: BaselineDiff, path: bytes, seen: BaselineFile | None, now: BaselineFile) -> None:
     """A file unreadable at the baseline, read now: changed as far as lstat then and now tell, else
-    not known to have changed or not."""
+    not known to have changed or not.
+
+    Its content may have changed when its size, mtime or (alone) ctime did: a write sets them, and
+    only the ctime cannot be put back. It is then content changed, where a reader looks for a changed
+    file, its words saying the content was not compared; a changed mode or owner alone is metadata."""
     if seen is None:
         result.unread_then.append(path)
-    elif seen.size != now.size:  # another size is another content, whatever it was
+    elif seen.size != now.size or seen.mtime != now.mtime or ctime_only(seen, now):
         result.content.append(path)
         result.files[path] = (seen, now)
     elif what := _metadata_changed(seen, now):

@@ -154,7 +154,7 @@ def record_baseline(
     clock: Callable[[], float] = state.now,
     unreadable: Unreadable = NOTHING_UNREADABLE,
 ) -> BaselineRecord:
-    """hash_tree's manifest plus each file's size, mtime, mode and owner (one lstat each), and what
+    """hash_tree's manifest plus each file's size, mtime, ctime, mode and owner (one lstat each), and what
     it could not read, as an integrity baseline of ``base``. In a worker."""
     if store is None:
         return BaselineRecord(history_off=True)
@@ -180,7 +180,7 @@ def baseline_of(
     taken: float,
     unreadable: Unreadable = NOTHING_UNREADABLE,
 ) -> Baseline:
-    """A GNU manifest of ``base`` plus each file's size, mtime, mode and owner (``lstat_below``: a
+    """A GNU manifest of ``base`` plus each file's size, mtime, ctime, mode and owner (``lstat_below``: a
     file gone since it was hashed is left out), and the files and directories it could not read.
 
     Why record those: a file missing from the baseline would be called added once readable, and one

@@ -105,7 +105,10 @@ class DiskReading:
 
 @dataclass(frozen=True, slots=True)
 class BaselineFile:
-    """A file of an integrity baseline: its digest and the metadata AIDE compares."""
+    """A file of an integrity baseline: its digest and the metadata AIDE compares.
+
+    Why ctime: a rewrite can put the old size and mtime back (``touch -r``), but not the ctime short of
+    setting the clock. None where a baseline recorded before sysmcp kept it: not compared."""
 
     digest: str
     size: int
@@ -113,6 +116,7 @@ class BaselineFile:
     mode: int
     uid: int
     gid: int
+    ctime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +253,8 @@ def build_scan(
 
 
 def baseline_entry(digest: str, st: os.stat_result) -> BaselineFile:
-    return BaselineFile(digest, st.st_size, st.st_mtime, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+    mode = stat.S_IMODE(st.st_mode)
+    return BaselineFile(digest, st.st_size, st.st_mtime, mode, st.st_uid, st.st_gid, st.st_ctime)
 
 
 def parse_gnu_manifest(manifest: bytes) -> Iterable[tuple[bytes, str]]:

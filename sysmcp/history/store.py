@@ -95,12 +95,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             namespace TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL, updated REAL NOT NULL,
             PRIMARY KEY (namespace, key)) WITHOUT ROWID""",
     ),
-    (  # v2 -> v3: what a baseline could not read (files with what lstat gave, directories as prefixes)
+    (  # v2 -> v3: what a baseline could not read (files with what lstat gave, directories as prefixes),
+        # and each file's ctime (NULL in the rows of a v2 baseline: not compared)
         "ALTER TABLE snapshots ADD COLUMN unrecorded INTEGER NOT NULL DEFAULT 0",
         """CREATE TABLE baseline_unread (
             snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
             directory INTEGER NOT NULL, reason TEXT NOT NULL, size INTEGER, mtime REAL, mode INTEGER,
-            uid INTEGER, gid INTEGER, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
+            uid INTEGER, gid INTEGER, ctime REAL, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
+        "ALTER TABLE baseline_files ADD COLUMN ctime REAL",
     ),
 )
 
@@ -601,14 +603,14 @@ class Store:
             head = ("baseline", baseline.taken, int(baseline.partial), size, len(baseline.files))
             sid = _insert_head(db, baseline.series, *head, 0, baseline.algorithm)  # no threshold; the digest
             db.executemany(
-                "INSERT INTO baseline_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO baseline_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    (sid, p, f.digest, f.size, f.mtime, f.mode, f.uid, f.gid)
+                    (sid, p, f.digest, f.size, f.mtime, f.mode, f.uid, f.gid, f.ctime)
                     for p, f in baseline.files.items()
                 ),
             )
             db.executemany(
-                "INSERT INTO baseline_unread VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO baseline_unread VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     (sid, p, int(u.directory), u.reason, *_seen_row(u.seen))
                     for p, u in baseline.unread.items()
@@ -633,7 +635,7 @@ class Store:
             bytes(path): Unread(
                 reason,
                 bool(directory),
-                None if None in seen else BaselineFile("", *seen),
+                None if seen[0] is None else BaselineFile("", *seen),  # no size: lstat gave nothing
             )
             for path, directory, reason, *seen in unread_rows
         }
@@ -756,16 +758,19 @@ _DELETE = "DELETE FROM snapshots WHERE id = ?"
 _MAX_INTEGER = (1 << 63) - 1  # SQLite's largest: a larger limit (``sysmcp history --limit 1e30``) is all
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
-_BASELINE_FILES_OF = "SELECT path, digest, size, mtime, mode, uid, gid FROM baseline_files WHERE snapshot = ?"
+_BASELINE_FILES_OF = (
+    "SELECT path, digest, size, mtime, mode, uid, gid, ctime FROM baseline_files WHERE snapshot = ?"
+)
 _BASELINE_UNREAD_OF = (
-    "SELECT path, directory, reason, size, mtime, mode, uid, gid FROM baseline_unread WHERE snapshot = ?"
+    "SELECT path, directory, reason, size, mtime, mode, uid, gid, ctime"
+    " FROM baseline_unread WHERE snapshot = ?"
 )
 _UNRECORDED_OF = "SELECT unrecorded FROM snapshots WHERE id = ?"
 
 
 def _seen_row(seen: BaselineFile | None) -> tuple[int | float | None, ...]:
-    """An unread file's ``lstat`` columns (size, mtime, mode, uid, gid), NULL where lstat gave nothing."""
-    return (None,) * 5 if seen is None else (seen.size, seen.mtime, seen.mode, seen.uid, seen.gid)
+    """An unread file's ``lstat`` columns (size, mtime, mode, uid, gid, ctime), NULL where lstat gave nothing."""
+    return (None,) * 6 if seen is None else (seen.size, seen.mtime, seen.mode, seen.uid, seen.gid, seen.ctime)
 
 
 def _not_foreign(db: sqlite3.Connection, path: Path, version: int) -> None:

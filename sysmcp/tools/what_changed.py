@@ -26,6 +26,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
+from sysmcp.history.diff import ctime_only
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -209,8 +210,16 @@ class Integrity(Open):
         "Files added (those not readable now too: their content not hashed).", default=ABSENT
     )
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
-    content_changed: Opt[int] = prop("Files whose content digest changed.", default=ABSENT)
-    metadata_changed: Opt[int] = prop("Files whose mode, owner or mtime changed.", default=ABSENT)
+    content_changed: Opt[int] = prop(
+        "Files whose content digest changed, and files unreadable at the baseline whose size, mtime or ctime "
+        "changed since (content not compared: may have changed).",
+        default=ABSENT,
+    )
+    metadata_changed: Opt[int] = prop(
+        "Files of the same content whose mode, owner or mtime changed, or only their ctime (a mode undone, a "
+        "hard link, ACLs or xattrs); unreadable at the baseline: mode or owner only.",
+        default=ABSENT,
+    )
     not_checked: Opt[int] = prop(
         "Baseline files not hashed now before the time budget ran out.", default=ABSENT
     )
@@ -626,9 +635,37 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
     if (then.uid, then.gid) != (now.uid, now.gid):
         parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
     if then.mtime != now.mtime:
-        before, after = iso_utc(then.mtime), iso_utc(now.mtime)
-        parts.append(f"mtime {before} → {after}" if before != after else f"mtime changed within {after}")
+        parts.append(_times("mtime", then.mtime, now.mtime))
+    if ctime_only(then, now) and then.ctime is not None and now.ctime is not None:
+        parts.append(_times("ctime", then.ctime, now.ctime))  # every other change sets it too: named alone
     return ", ".join(parts)
+
+
+def _times(name: str, then: float, now: float) -> str:
+    """'mtime 2026-12-01T09:00:00Z → 2026-12-04T18:00:00Z', or 'changed within' one second."""
+    before, after = iso_utc(then), iso_utc(now)
+    return f"{name} {before} → {after}" if before != after else f"{name} changed within {after}"
+
+
+def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile) -> str:
+    """What the text says of a file whose records then and now differ, listed under ``kind``. Where
+    the content was not compared (unreadable then or now) a changed size, mtime or ctime says it may
+    have changed, and the words say so."""
+    detail = _what_changed(then, now)
+    inode = ctime_only(then, now)
+    if kind == "unreadable":  # not read now: lstat's word only
+        when = "now" if then.digest else "then and now"
+        tail = " (metadata or content changed; content not compared)" if inode else ""
+        return f"unreadable {when}, but since the baseline: {detail}{tail}"
+    if then.digest:  # read then and now: the digests were compared
+        same = inode and kind == "metadata_changed"
+        return f"{detail}: the inode changed, its content did not" if same else detail
+    if kind == "metadata_changed":  # unreadable at the baseline: a mode or owner changed, not size or times
+        return f"unreadable at the baseline, its content not compared; {detail}"
+    if then.size != now.size:  # another size is another content
+        return f"unreadable at the baseline; {detail}"
+    what = f"{detail}: metadata or content changed" if inode else detail
+    return f"unreadable at the baseline; changed ({what}): content not compared, may have changed"
 
 
 def _integrity_lines(
@@ -663,13 +700,7 @@ def _integrity_lines(
     for k, v in kinds.items():
         for p in v[:top_n]:
             pair = integrity.files.get(p)
-            detail = _KIND_DETAILS.get(k, "") if pair is None else _what_changed(*pair)
-            if k == "unreadable" and pair is not None:  # not read now: lstat's word only
-                then = "now" if pair[0].digest else "then and now"
-                detail = f"unreadable {then}, but since the baseline: {detail}"
-            elif pair is not None and not pair[0].digest:  # unreadable at the baseline: lstat's word only
-                then = "; " if k == "content_changed" else ", its content not compared; "
-                detail = f"unreadable at the baseline{then}{detail}"
+            detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair)
             if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
                 detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
             word = _KIND_WORDS.get(k, k.replace("_", " "))

@@ -427,3 +427,70 @@ def test_what_cannot_be_read_now_and_the_baseline_never_named_is_in_a_list_not_l
     assert (diff.removed, diff.unrecorded_now) == ([b"open", b"was_unread_file"], 7)
     partial = diff_baselines(Baseline(SERIES, 0.0, "sha256", {}, partial=True), new)
     assert partial.added == [] and b"hid/" in partial.unreadable  # not reached then is not new
+
+
+def test_ctime_is_compared_where_both_records_have_it_and_named_only_when_nothing_else_changed() -> None:
+    """ctime as AIDE's 'c': a readable file of the same content, mode, owner and mtime whose ctime moved
+    is metadata changed ('ctime'). A file unreadable at the baseline whose size, mtime or ctime moved may
+    have another content: content changed (the words say it was not compared); a mode or owner alone is
+    metadata. Unreadable now, a moved ctime keeps lstat's records for the words. A ctime either side
+    lacks (a baseline recorded before sysmcp kept it) is not compared: such a file is in no list."""
+
+    def f(digest: str, mtime: float = 1.0, mode: int = 0o600, ctime: float | None = 5.0) -> BaselineFile:
+        return BaselineFile(digest, 10, mtime, mode, 4321, 4321, ctime)
+
+    def unread(ctime: float | None = 5.0) -> Unread:
+        return Unread("permission denied", seen=f("", ctime=ctime))
+
+    old = Baseline(
+        SERIES,
+        0.0,
+        "sha256",
+        {
+            b"chmod_undone": f("1"),
+            b"chmodded": f("2"),
+            b"same": f("3"),
+            b"old_row": f("4", ctime=None),
+            b"taken": f("5"),
+            b"taken_same": f("6"),
+        },
+        unread={
+            b"forged": unread(),
+            b"touched": unread(),
+            b"chowned": unread(),
+            b"left": unread(),
+            b"old_unread": unread(ctime=None),
+            b"still": unread(),
+        },
+    )
+    new = Baseline(
+        SERIES,
+        1.0,
+        "sha256",
+        {
+            b"chmod_undone": f("1", ctime=9.0),
+            b"chmodded": f("2", mode=0o644, ctime=9.0),
+            b"same": f("3"),
+            b"old_row": f("4", ctime=9.0),
+            b"forged": f("7", ctime=9.0),  # rewritten, size and mtime put back
+            b"touched": f("8", mtime=2.0, ctime=9.0),
+            b"chowned": BaselineFile("9", 10, 1.0, 0o600, 0, 0, 9.0),
+            b"left": f("a"),
+            b"old_unread": f("b", ctime=9.0),
+        },
+        unread={b"taken": unread(ctime=9.0), b"taken_same": unread(), b"still": unread(ctime=9.0)},
+    )
+    diff = diff_baselines(old, new)
+    assert diff.content == [b"forged", b"touched"]
+    assert diff.metadata == [
+        (b"chmod_undone", ("ctime",)),
+        (b"chmodded", ("mode",)),
+        (b"chowned", ("owner",)),
+    ]
+    assert diff.unread_then == [b"left", b"old_unread"]
+    assert diff.unreadable == [b"still", b"taken", b"taken_same"]
+    assert diff.files[b"still"] == (f(""), f("", ctime=9.0)) and diff.files[b"taken"] == (
+        f("5"),
+        f("", ctime=9.0),
+    )
+    assert b"taken_same" not in diff.files and not diff.added and not diff.removed

@@ -128,6 +128,34 @@ def test_a_version_2_baseline_is_upgraded_and_reads_back_with_nothing_unread(tmp
         assert db.execute("SELECT count(*) FROM baseline_unread").fetchone()[0] == 0
 
 
+def test_a_baselines_ctimes_are_kept_and_those_of_a_version_2_baseline_read_back_unknown(
+    tmp_path: Path,
+) -> None:
+    """Each file's ctime, read or unread, is kept; a baseline written before sysmcp kept it reads back
+    with None (not compared), so it compares as it did."""
+    old_database(tmp_path / "s", 2)
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        db.execute(
+            "INSERT INTO snapshots (kind, host, fs_id, root, options, taken, partial, disk, files, threshold,"
+            " label) VALUES ('baseline', 'host', '8:1/abc', ?, '{\"xdev\":true}', 6.0, 0, 10, 1, 0, 'sha256')",
+            (b"/srv",),
+        )
+        db.execute(
+            "INSERT INTO baseline_files VALUES (2, ?, ?, 10, 1.0, 420, 0, 0)", (b"etc/passwd", "ab" * 32)
+        )
+    store = Store.open(tmp_path / "s", Clock())
+    old = store.load_baseline(2)
+    assert old is not None and old.files[b"etc/passwd"].ctime is None
+    files = {b"etc/hosts": BaselineFile("cd" * 32, 10, 1.0, 0o644, 0, 0, 1_700_000_000.123456)}
+    unread = {
+        b"etc/shadow": Unread("permission denied", seen=BaselineFile("", 9, 2.0, 0o640, 0, 42, 3.5)),
+        b"etc/gone": Unread("changed while being hashed"),
+    }
+    saved = store.save_baseline(Baseline(SERIES, 7.0, "sha256", files, unread=unread))
+    again = store.load_baseline(saved.id or 0)
+    assert again is not None and (again.files, again.unread) == (files, unread)
+
+
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "malformed pages"])
 def test_a_damaged_database_is_moved_aside_and_a_new_one_started(
     tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture

@@ -933,3 +933,196 @@ def test_the_words_for_what_cannot_be_read_now_and_the_baseline_never_named() ->
     ):
         assert line + "\n" in text + "\n", (line, text)
     assert isinstance(answer.integrity, Integrity) and answer.integrity.unreadable_now_unnamed == 1200
+
+
+def rewrite_keeping_size_and_mtime(path: Path) -> None:
+    """What an intruder does to hide a rewrite from lstat: new bytes of the same length, then the old
+    mtime put back (``touch -r`` from a copy of the file's times). Only ctime is left to tell."""
+    keep = path.with_name(path.name + ".times")
+    keep.touch()
+    subprocess.run(["touch", "-r", str(path), str(keep)], check=True)
+    path.write_bytes(os.urandom(path.stat().st_size))
+    subprocess.run(["touch", "-r", str(keep), str(path)], check=True)
+    keep.unlink()
+
+
+def test_a_file_unreadable_at_the_baseline_rewritten_with_its_mtime_reset_is_changed_by_its_ctime(
+    tmp_path: Path,
+) -> None:
+    """A baseline taken as root on a root-squashed export (root without its read-anything capabilities)
+    could not read another user's 0600 files. Since then one was rewritten at its size with its mtime
+    reset (touch -r): lstat's size, mode, owner and mtime are as they were, only ctime moved; another
+    was rewritten at its size, its mtime left new. Read now, both may have another content: both are
+    content_changed, saying the content was not compared (before, the first was 'cannot say' and the
+    second only metadata changed). One left alone is still 'cannot say'."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    from tests.profile import child_env
+
+    tree = tmp_path / "tree"
+    for name in ("open", "forged", "rewritten", "untouched"):
+        write(tree / name, 100)
+    for theirs in ("forged", "rewritten", "untouched"):
+        os.chown(tree / theirs, 4321, 4321)
+        os.chmod(tree / theirs, 0o600)
+    env = child_env({**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    sysmcp = [sys.executable, "-m", "sysmcp", "call"]
+    squashed = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    then = {name: (tree / name).stat() for name in ("forged", "rewritten")}
+    kept = subprocess.run(
+        [*squashed, *sysmcp, "hash_tree", f"path={tree}", "baseline=true"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Integrity baseline of 1 file kept" in kept.stdout, kept.stdout + kept.stderr
+    rewrite_keeping_size_and_mtime(tree / "forged")
+    (tree / "rewritten").write_bytes(os.urandom(100))
+    forged = (tree / "forged").stat()
+    assert (forged.st_size, forged.st_mtime_ns) == (then["forged"].st_size, then["forged"].st_mtime_ns)
+    assert forged.st_ctime_ns != then["forged"].st_ctime_ns  # a baseline's run apart: the clock moved
+    assert (tree / "rewritten").stat().st_mtime_ns != then["rewritten"].st_mtime_ns
+    now = subprocess.run(
+        [*sysmcp, "what_changed", f"path={tree}", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    integrity = json.loads(now.stdout)["integrity"]
+    assert integrity["examples"]["content_changed"] == [f"{tree}/forged", f"{tree}/rewritten"], integrity
+    assert integrity["examples"]["metadata_changed"] == [], integrity
+    assert integrity["examples"]["unreadable_at_baseline"] == [f"{tree}/untouched"], integrity
+    text = subprocess.run(
+        [*sysmcp, "what_changed", f"path={tree}"], env=env, capture_output=True, text=True, timeout=60
+    ).stdout
+    assert (
+        f"  content changed: {tree}/forged (unreadable at the baseline; changed ({ctimes(then['forged'], forged)}: "
+        "metadata or content changed): content not compared, may have changed)"
+    ) in text, text
+    assert f"  content changed: {tree}/rewritten (unreadable at the baseline; changed (mtime " in text, text
+    assert "): content not compared, may have changed)\n" in text.split(f"{tree}/rewritten", 1)[1], text
+
+
+def ctimes(then: os.stat_result, now: os.stat_result) -> str:
+    """How the answer words a file's ctime then and now (to the second)."""
+    from sysmcp.tools.dir_usage import iso_utc
+
+    before, after = iso_utc(then.st_ctime), iso_utc(now.st_ctime)
+    return f"ctime {before} → {after}" if before != after else f"ctime changed within {after}"
+
+
+def test_a_file_read_at_the_baseline_rewritten_with_its_mtime_reset_and_unreadable_now_is_named_by_its_ctime(
+    tmp_path: Path,
+) -> None:
+    """A baseline taken as root read another user's 0600 file; what_changed on a root-squashed export
+    cannot. The file was rewritten at its size with its mtime reset since: lstat alone saw no change
+    (it was only 'unreadable'); its ctime says its inode changed, and the answer says so."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("root without its read-anything capabilities needs root and setpriv")
+    from tests.profile import child_env
+
+    tree = tmp_path / "tree"
+    for name in ("open", "forged", "untouched"):
+        write(tree / name, 100)
+    for theirs in ("forged", "untouched"):
+        os.chown(tree / theirs, 4321, 4321)
+        os.chmod(tree / theirs, 0o600)
+    env = child_env({**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")})
+    sysmcp = [sys.executable, "-m", "sysmcp", "call"]
+    squashed = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    then = (tree / "forged").stat()
+    kept = subprocess.run(
+        [*sysmcp, "hash_tree", f"path={tree}", "baseline=true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Integrity baseline of 3 files kept" in kept.stdout, kept.stdout + kept.stderr
+    rewrite_keeping_size_and_mtime(tree / "forged")
+    forged = (tree / "forged").stat()
+    assert forged.st_ctime_ns != then.st_ctime_ns and forged.st_mtime_ns == then.st_mtime_ns
+    text = subprocess.run(
+        [*squashed, *sysmcp, "what_changed", f"path={tree}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert (
+        f"  unreadable: {tree}/forged (unreadable now, but since the baseline: {ctimes(then, forged)} "
+        "(metadata or content changed; content not compared))\n"
+    ) in text, text
+    assert f"  unreadable: {tree}/untouched\n" in text, text
+
+
+async def test_a_readable_file_whose_mode_was_changed_and_changed_back_is_metadata_changed_by_its_ctime(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """As AIDE's 'c': the same content, mode, owner and mtime, but the inode changed since the baseline
+    (a chmod undone: so also a hard link made and removed, ACLs or extended attributes set) is metadata
+    changed, naming ctime; a file left alone is in no list."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    etc = tmp_path / "etc"
+    for name in ("sudoers", "hosts"):
+        write(etc / name, 100)
+    args = validate_arguments(HASH_INPUT, {"path": str(etc), "baseline": True})
+    assert "Integrity baseline of 2 files kept" in (await hash_tree(args, context())).text
+    before = (etc / "sudoers").stat()
+    while (etc / "sudoers").stat().st_ctime_ns == before.st_ctime_ns:  # until the kernel's clock ticks
+        os.chmod(etc / "sudoers", 0o666)
+        os.chmod(etc / "sudoers", stat.S_IMODE(before.st_mode))
+    after = (etc / "sudoers").stat()
+    assert (after.st_mode, after.st_mtime_ns) == (before.st_mode, before.st_mtime_ns)
+    clock.now += 3600
+    output = await call(path=str(etc), since="2h")
+    result = output.structured["integrity"]
+    assert (result["content_changed"], result["metadata_changed"]) == (0, 1), output.text
+    assert result["examples"]["metadata_changed"] == [f"{etc}/sudoers"]
+    assert (
+        f"  metadata changed: {etc}/sudoers ({ctimes(before, after)}: the inode changed, its content did not)"
+    ) in output.text, output.text
+
+
+def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell() -> None:
+    """A ctime alone moved says the inode changed: with the content the same (metadata changed), with
+    another digest nothing more (content changed), and where the content was not compared (unreadable
+    then, now, or both) that metadata or content changed."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.history.snapshots import BaselineFile
+    from sysmcp.tools.what_changed import render
+
+    def f(digest: str, ctime: float) -> BaselineFile:
+        return BaselineFile(digest, 10, 0.0, 0o600, 0, 0, ctime)
+
+    diff = BaselineDiff(
+        True,
+        None,
+        content=[b"forged", b"rewritten"],
+        metadata=[(b"linked", ("ctime",))],
+        files={
+            b"forged": (f("", 0.0), f("ab", 60.0)),
+            b"rewritten": (f("ab", 0.0), f("cd", 60.0)),
+            b"linked": (f("ab", 0.0), f("ab", 60.0)),
+            b"still": (f("", 0.0), f("", 60.0)),
+            b"taken": (f("ab", 0.0), f("", 0.5)),
+        },
+        unreadable=[b"still", b"taken"],
+    )
+    text, _, _ = render(
+        "/t", Findings(True, integrity=diff, integrity_taken=0.0), {"top_n": 10, "since": "24h"}
+    )
+    minute = "ctime 1970-01-01T00:00:00Z → 1970-01-01T00:01:00Z"
+    for line in (
+        f"  content changed: /t/forged (unreadable at the baseline; changed ({minute}: metadata or content "
+        "changed): content not compared, may have changed)",
+        f"  content changed: /t/rewritten ({minute})",
+        f"  metadata changed: /t/linked ({minute}: the inode changed, its content did not)",
+        f"  unreadable: /t/still (unreadable then and now, but since the baseline: {minute} (metadata or content "
+        "changed; content not compared))",
+        "  unreadable: /t/taken (unreadable now, but since the baseline: ctime changed within "
+        "1970-01-01T00:00:00Z (metadata or content changed; content not compared))",
+    ):
+        assert line + "\n" in text + "\n", (line, text)
