@@ -211,10 +211,15 @@ def same_reading_filesystem(one: str, other: str) -> bool:
     """Whether two readings' identities (``reading_identity``) are of one filesystem: by the kernel's
     identity (``same_filesystem``) when both carry it, else by source and type (readings older sysmcp
     versions kept carry no other). Only the kernel's when both have it: the source is worded for the
-    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change."""
+    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change.
+    Where the kernel gives no fsid (0: NFS, FUSE) its identity is the device number alone, an anonymous
+    one the next mount at that point is given again: the source must agree too (another export)."""
     named, _, kernel = one.rpartition("|")
     named_other, _, kernel_other = other.rpartition("|")
-    if _KERNEL_IDENTITY.fullmatch(kernel) and _KERNEL_IDENTITY.fullmatch(kernel_other):
+    mine, theirs = _KERNEL_IDENTITY.fullmatch(kernel), _KERNEL_IDENTITY.fullmatch(kernel_other)
+    if mine and theirs:
+        if int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
+            return kernel == kernel_other and named == named_other
         return same_filesystem(kernel, kernel_other)
     if _KERNEL_IDENTITY.fullmatch(kernel):
         one = named

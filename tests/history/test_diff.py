@@ -364,3 +364,27 @@ def test_a_filesystem_is_known_by_its_fsid_where_both_have_one_else_by_its_devic
     assert not same_filesystem("0:50/0", "0:51/0")  # no fsid (NFS, FUSE): the device number decides
     assert same_filesystem("0:50/0", "0:50/0") and not same_filesystem("8:1/0", "8:2/1f")
     assert not same_filesystem("whatever", "0:41/1")
+
+
+def test_readings_of_two_nfs_exports_mounted_in_turn_at_one_point_are_not_fitted_as_one_line() -> None:
+    """NFS (and FUSE) give no fsid: their kernel identity is the device number alone, an anonymous one the
+    next mount gets again. Readings of another export once mounted there (another source) are left out,
+    as they were before the kernel's identity was recorded, not fitted with this one's."""
+    before = [
+        reading(0.0, 900 * MiB, "nas:/archive|nfs4|0:53/0"),
+        reading(3600.0, 950 * MiB, "nas:/archive|nfs4"),
+    ]
+    now = [
+        reading(7200.0, 1 * MiB, "nas:/scratch|nfs4|0:53/0"),
+        reading(10800.0, 2 * MiB, "nas:/scratch|nfs4|0:53/0"),
+    ]
+    fit = fill_rate([*before, *now])
+    assert fit is not None and fit.readings == 2 and fit.growth == MiB, fit
+    assert any("another filesystem" in n for n in fit.notes)
+    # One with an fsid is known by it, however its source is worded for the roots in force.
+    kept = [
+        reading(0.0, 1 * MiB, "/dev/sda1|ext4|8:1/7a"),
+        reading(3600.0, 2 * MiB, "(outside the roots)|ext4|8:1/7a"),
+    ]
+    both = fill_rate(kept)
+    assert both is not None and both.readings == 2
