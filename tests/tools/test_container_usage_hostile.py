@@ -430,6 +430,25 @@ def test_an_engine_on_another_host_names_no_file_here_to_walk_measure_or_empty(
     assert syslog.stat().st_size == 7000
 
 
+def test_a_docker_without_contexts_reaching_another_host_by_docker_host_is_judged_remote(
+    box: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A docker whose ``context`` command fails (before 19.03, which reached ssh:// hosts already, or
+    one whose context store cannot be read) says nothing of where it reaches: DOCKER_HOST then does.
+    Else the other host's data root and log paths were walked and measured here as this machine's."""
+    root, syslog = tmp_path / "root", tmp_path / "syslog"
+    (root / "containers").mkdir(parents=True)
+    syslog.write_bytes(b"s" * 7000)
+    says = {**_many(1), "info": {**DOCKER_INFO, "DockerRootDir": str(root)}}  # no 'context': it fails
+    says["container"][0]["LogPath"] = str(syslog)
+    _stub(box, monkeypatch, "docker", says)
+    monkeypatch.setenv("DOCKER_HOST", "ssh://me@far.example")
+    found = survey(ContainersRequest(sockets=(), commands=("docker",), timeout_s=60))
+    assert _asked(box, "context") == 1
+    assert found.remote and found.walked is None, (found.endpoint, found.walked)
+    assert [(log.container, log.bytes) for log in found.logs] == [("c0", None)]
+
+
 def test_an_engine_command_answering_json_nested_past_the_parsers_depth_is_no_engine_not_an_internal_error(
     box: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

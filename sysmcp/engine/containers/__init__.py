@@ -639,14 +639,16 @@ def _by_command(
 
 def _docker_endpoint(command: str, timeout_s: float, cancel: Cancel = never_cancelled) -> str:
     """Where docker's command reaches its engine (DOCKER_HOST, else the context's: 'unix:///…',
-    'ssh://…', 'tcp://…'); '' where it does not say (a docker without contexts)."""
+    'ssh://…', 'tcp://…'); where its ``context`` command does not say (a docker before contexts, which
+    reached ssh:// hosts already, or one whose context store cannot be read), DOCKER_HOST as docker reads
+    it; '' where neither says (this machine's default socket)."""
     try:
         host = _command.ask(
             [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s, cancel
         )
     except (NotFound, Unavailable):
-        return ""
-    return host if isinstance(host, str) else ""
+        host = None
+    return host if isinstance(host, str) and host else os.environ.get("DOCKER_HOST", "")
 
 
 def _command_figures(
