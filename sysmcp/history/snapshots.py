@@ -198,13 +198,18 @@ def same_filesystem(one: str, other: str) -> bool:
     Why not the device number where there is an fsid: a btrfs volume's device number is an anonymous
     one, handed out as it is mounted, so the same filesystem has another after a reboot that mounted
     things in another order; its fsid comes from its UUID. Where the fsid is made of the device number
-    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides."""
+    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides.
+
+    Why not the fsid alone: an overlay (before Linux 6.6, or uuid=off) gives its upper filesystem's, so
+    one mounted over a directory of that filesystem would be taken for the directory it covers. An
+    overlay's device number is anonymous (major 0), as btrfs' are; a disk's is not: one of each with
+    the same fsid are two filesystems."""
     if one == other:
         return True
     mine, theirs = _KERNEL_IDENTITY.fullmatch(one), _KERNEL_IDENTITY.fullmatch(other)
     if mine is None or theirs is None or int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
         return False
-    return mine[1] == theirs[1]
+    return mine[1] == theirs[1] and one.startswith("0:") == other.startswith("0:")
 
 
 def same_reading_filesystem(one: str, other: str) -> bool:

@@ -388,3 +388,14 @@ def test_readings_of_two_nfs_exports_mounted_in_turn_at_one_point_are_not_fitted
     ]
     both = fill_rate(kept)
     assert both is not None and both.readings == 2
+
+
+def test_a_disks_filesystem_and_an_anonymous_devices_with_one_fsid_are_two() -> None:
+    """An overlay over a directory of an ext4 gives that ext4's fsid (before Linux 6.6): its device number
+    is anonymous (major 0), the ext4's a disk's. Two anonymous ones (btrfs mounted again) stay one."""
+    from sysmcp.history.snapshots import same_filesystem
+
+    assert not same_filesystem("7:0/e8c698506b21c335", "0:40/e8c698506b21c335")
+    assert not same_filesystem("0:40/e8c698506b21c335", "254:0/e8c698506b21c335")
+    assert same_filesystem("0:41/e8c698506b21c335", "0:43/e8c698506b21c335")
+    assert same_filesystem("8:16/7ddf171c21b65d2", "8:32/7ddf171c21b65d2")  # a USB disk named anew
