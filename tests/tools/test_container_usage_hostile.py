@@ -364,6 +364,74 @@ def test_a_log_file_an_engine_on_another_users_socket_names_is_measured_only_if_
     assert {(log.container, log.bytes) for log in trusted.logs} == {("a", 300), ("b", 5000)}
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_an_engine_on_another_users_socket_that_swaps_it_for_a_link_to_roots_file_is_still_that_users(
+    tmp_path: Path,
+) -> None:
+    """A rootless engine's user owns the directory of its socket: once connected to, they may put a
+    symlink to a file of root's in its place. Its owner looked up by name then was root's, so the
+    engine's word was taken for any file's: its log named /etc/shadow measured, and planned for emptying."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)  # root's: not the rootless engine's to name
+    sock = tmp_path / "run" / "e.sock"
+    sock.parent.mkdir()
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": str(others), "HostConfig": {}},
+    }
+    others_asked = {"/system/df": threading.Event(), "/version": threading.Event()}
+
+    def swap(url: str) -> None:  # once every connection is made: the name now leads to root's file
+        if url in others_asked:
+            others_asked[url].set()
+        elif url == "/info":
+            assert all(event.wait(30) for event in others_asked.values())
+            os.rename(sock, sock.with_name("hidden.sock"))
+            sock.symlink_to(others)
+
+    with recorded_engine(answers, str(sock), keep_alive=True, on_ask=swap) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        found = survey(ContainersRequest(socket=path, walk=False))
+    assert found.speaker == NOBODY, found.speaker
+    assert [(log.container, log.bytes, log.foreign) for log in found.logs] == [("b", None, True)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_a_log_a_rootless_engine_names_is_not_planned_for_emptying_after_it_swaps_its_socket_for_a_link(
+    tmp_path: Path,
+) -> None:
+    """The plan's owner rule, told of the socket the survey reached, not of its name looked up after the
+    survey: by then the engine's user had put a symlink to a file of root's in its place."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)
+    sock = tmp_path / "run" / "e.sock"
+    sock.parent.mkdir()
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": str(others), "HostConfig": {}},
+    }
+
+    def swap(url: str) -> None:  # the last GET: every connection was made
+        if url == "/containers/b/json":
+            os.rename(sock, sock.with_name("hidden.sock"))
+            sock.symlink_to(others)
+
+    with recorded_engine(answers, str(sock), keep_alive=True, on_ask=swap) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        planned = _classes.containers(_classes.RootsLayout(container_socket=path))
+    logs = [p for p in planned if ":log:" in p.key]
+    assert [(p.action, p.command) for p in logs] == [("command", f"truncate -s 0 {others}")], logs
+    assert f"listens on a socket of uid {NOBODY}'s" in (logs[0].note or ""), logs[0].note
+
+
 # -- a data root that is no directory --------------------------------------------------------------
 
 

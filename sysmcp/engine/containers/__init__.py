@@ -256,13 +256,17 @@ def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker
     )
 
 
-def _engine_user(socket: str) -> int | None:
+def _engine_user(socket: str, connected: int | None = None) -> int | None:
     """Whose word the engine's paths are: None for an engine on root's or this user's socket, else the
-    uid owning the socket (-1 where it cannot be looked at: no file is that uid's)."""
-    try:
-        uid = os.stat(socket).st_uid
-    except (OSError, ValueError):
-        return -1
+    uid owning the socket (-1 where it cannot be looked at: no file is that uid's). ``connected``: the
+    owner of the socket file connected to (``Api.socket_uid``), else it is looked up by name."""
+    if connected is not None:
+        uid = connected
+    else:
+        try:
+            uid = os.stat(socket).st_uid
+        except (OSError, ValueError):
+            return -1
     return None if uid in (0, os.geteuid()) else uid
 
 
@@ -499,7 +503,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             driver=str(info.get("Driver") or ""),
             log_driver=str(info.get("LoggingDriver") or ""),
             layers=0,
-            speaker=_engine_user(path),
+            speaker=_engine_user(path, second.socket_uid),
         )
 
         def figures(check: Callable[[], None]) -> None:
