@@ -18,7 +18,7 @@ import pytest
 
 from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, _walk, survey
 from sysmcp.engine.containers._command import decimal_size
-from sysmcp.engine.faults import NotFound
+from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.reclaim import _classes
 from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
@@ -430,6 +430,45 @@ def test_a_log_a_rootless_engine_names_is_not_planned_for_emptying_after_it_swap
     logs = [p for p in planned if ":log:" in p.key]
     assert [(p.action, p.command) for p in logs] == [("command", f"truncate -s 0 {others}")], logs
     assert f"listens on a socket of uid {NOBODY}'s" in (logs[0].note or ""), logs[0].note
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_an_engine_socket_whose_name_leads_to_another_users_socket_between_two_gets_is_not_believed(
+    tmp_path: Path,
+) -> None:
+    """A name another user can re-point (a symlink in their directory, reached through DOCKER_HOST) that
+    leads to root's engine when first connected to, then to their own engine: an engine answers each GET
+    on a connection of its own (HTTP/1.0), so the later GETs' paths were their engine's, believed as root's."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": "", "HostConfig": {}},
+    }
+    theirs = {**answers, "/containers/b/json": {"LogPath": str(others), "HostConfig": {}}}
+    link = tmp_path / "link.sock"
+
+    def swap(url: str) -> None:  # the list answered by root's engine, the inspect asked of theirs
+        if url == "/containers/json":
+            link.unlink()
+            link.symlink_to(tmp_path / "theirs.sock")
+
+    with (
+        recorded_engine(answers, str(tmp_path / "roots.sock"), on_ask=swap),
+        recorded_engine(theirs, str(tmp_path / "theirs.sock")) as their_path,
+    ):
+        os.chown(their_path, NOBODY, NOBODY)
+        link.symlink_to(tmp_path / "roots.sock")
+        try:
+            found = survey(ContainersRequest(socket=str(link), walk=False))
+        except Unavailable as refused:
+            assert "another's now" in str(refused), refused
+        else:
+            assert [log.bytes for log in found.logs] == [None], found.logs
 
 
 # -- a data root that is no directory --------------------------------------------------------------
