@@ -202,23 +202,33 @@ def same_filesystem(one: str, other: str) -> bool:
     Why not the device number where there is an fsid: a btrfs volume's device number is an anonymous
     one, handed out as it is mounted, so the same filesystem has another after a reboot that mounted
     things in another order; its fsid comes from its UUID. Where the fsid is made of the device number
-    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides."""
+    (XFS), the two agree anyway; where there is none (0: NFS, FUSE), the device number decides.
+
+    Why not the fsid alone: an overlay (before Linux 6.6, or uuid=off) gives its upper filesystem's, so
+    one mounted over a directory of that filesystem would be taken for the directory it covers. An
+    overlay's device number is anonymous (major 0), as btrfs' are; a disk's is not: one of each with
+    the same fsid are two filesystems."""
     if one == other:
         return True
     mine, theirs = _KERNEL_IDENTITY.fullmatch(one), _KERNEL_IDENTITY.fullmatch(other)
     if mine is None or theirs is None or int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
         return False
-    return mine[1] == theirs[1]
+    return mine[1] == theirs[1] and one.startswith("0:") == other.startswith("0:")
 
 
 def same_reading_filesystem(one: str, other: str) -> bool:
     """Whether two readings' identities (``reading_identity``) are of one filesystem: by the kernel's
     identity (``same_filesystem``) when both carry it, else by source and type (readings older sysmcp
     versions kept carry no other). Only the kernel's when both have it: the source is worded for the
-    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change."""
+    roots in force (``disk_usage`` does not name a source outside them), not the filesystem's to change.
+    Where the kernel gives no fsid (0: NFS, FUSE) its identity is the device number alone, an anonymous
+    one the next mount at that point is given again: the source must agree too (another export)."""
     named, _, kernel = one.rpartition("|")
     named_other, _, kernel_other = other.rpartition("|")
-    if _KERNEL_IDENTITY.fullmatch(kernel) and _KERNEL_IDENTITY.fullmatch(kernel_other):
+    mine, theirs = _KERNEL_IDENTITY.fullmatch(kernel), _KERNEL_IDENTITY.fullmatch(kernel_other)
+    if mine and theirs:
+        if int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
+            return kernel == kernel_other and named == named_other
         return same_filesystem(kernel, kernel_other)
     if _KERNEL_IDENTITY.fullmatch(kernel):
         one = named

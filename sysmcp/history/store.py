@@ -305,9 +305,17 @@ class Store:
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.busy_ms)}")
             db.execute("PRAGMA foreign_keys = ON")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0 or version > SCHEMA_VERSION:
-                _not_foreign(db, self.path, version)
+            # The version and the tables read in one transaction: another sysmcp's first migration,
+            # committed between the two, would show sysmcp's tables at version 0, another program's file.
+            db.execute("BEGIN")
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0 or version > SCHEMA_VERSION:
+                    _not_foreign(db, self.path, version)
+            finally:  # read alone: ended without masking what the reads raised (a damaged file, a lock)
+                if db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.execute("ROLLBACK")
             if version > SCHEMA_VERSION:  # its rows may mean what this version cannot tell: not touched
                 raise Unsafe(
                     f"{self.path} is from a newer sysmcp, schema {version} where this one knows "

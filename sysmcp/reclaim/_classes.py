@@ -560,7 +560,9 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         if size > 0
     ]
     stopped = {c.name for c in found.containers if c.stopped}  # the engine holds no log of theirs open
-    speaker = _engine_owner(found.socket or found.endpoint.removeprefix("unix://"))
+    # Whose engine named the logs: the owner of the socket the survey reached (``Survey.speaker``), not
+    # of whatever its name leads to now (a rootless engine's user may have put a link to root's there).
+    speaker = found.speaker
     for log in () if found.remote else found.logs:  # another host's paths: no file here is its log
         file = _regular(_real_parent(os.fsencode(log.file.path))) if log.file.path else None
         if file is None:
@@ -574,7 +576,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         # it stays the engine's command, so truncating is never a way to another user's file.
         # An engine names its logs: one listening on another user's socket (a rootless engine, reached
         # through DOCKER_HOST or XDG_RUNTIME_DIR) may name any file, so its word counts only for its own.
-        trusted = speaker is None or speaker in (0, os.geteuid(), file[1].st_uid)
+        trusted = speaker is None or speaker == file[1].st_uid
         ours = os.geteuid() in (0, file[1].st_uid) and trusted
         # A log with another name (a hard link made to someone's file, where protected_hardlinks is off):
         # emptying it empties that file too, so it is never sysmcp's to empty.
@@ -620,21 +622,10 @@ def containers(layout: RootsLayout) -> list[Proposal]:
 
 
 def _listener(speaker: int | None) -> str:
-    """Whose engine answered, as a note says it (``_engine_owner``'s -1: nobody can tell now)."""
+    """Whose engine answered, as a note says it (``Survey.speaker``'s -1: nobody could tell)."""
     if speaker == -1:
-        return "answered on a socket that could not be looked at since (gone or unreadable)"
+        return "answered on a socket that could not be looked at (gone or unreadable)"
     return f"listens on a socket of uid {speaker}'s"
-
-
-def _engine_owner(socket: str) -> int | None:
-    """Who owns the socket the engine answered on (its user: root's daemon, or a rootless one's); None
-    for the engine's own command, run as this user; -1 when the socket cannot be looked at now."""
-    if not socket:
-        return None
-    try:
-        return os.stat(socket).st_uid
-    except OSError:
-        return -1
 
 
 def deleted_open(layout: RootsLayout) -> list[Proposal]:

@@ -494,3 +494,38 @@ def test_ctime_is_compared_where_both_records_have_it_and_named_only_when_nothin
         f("", ctime=9.0),
     )
     assert b"taken_same" not in diff.files and not diff.added and not diff.removed
+
+
+def test_readings_of_two_nfs_exports_mounted_in_turn_at_one_point_are_not_fitted_as_one_line() -> None:
+    """NFS (and FUSE) give no fsid: their kernel identity is the device number alone, an anonymous one the
+    next mount gets again. Readings of another export once mounted there (another source) are left out,
+    as they were before the kernel's identity was recorded, not fitted with this one's."""
+    before = [
+        reading(0.0, 900 * MiB, "nas:/archive|nfs4|0:53/0"),
+        reading(3600.0, 950 * MiB, "nas:/archive|nfs4"),
+    ]
+    now = [
+        reading(7200.0, 1 * MiB, "nas:/scratch|nfs4|0:53/0"),
+        reading(10800.0, 2 * MiB, "nas:/scratch|nfs4|0:53/0"),
+    ]
+    fit = fill_rate([*before, *now])
+    assert fit is not None and fit.readings == 2 and fit.growth == MiB, fit
+    assert any("another filesystem" in n for n in fit.notes)
+    # One with an fsid is known by it, however its source is worded for the roots in force.
+    kept = [
+        reading(0.0, 1 * MiB, "/dev/sda1|ext4|8:1/7a"),
+        reading(3600.0, 2 * MiB, "(outside the roots)|ext4|8:1/7a"),
+    ]
+    both = fill_rate(kept)
+    assert both is not None and both.readings == 2
+
+
+def test_a_disks_filesystem_and_an_anonymous_devices_with_one_fsid_are_two() -> None:
+    """An overlay over a directory of an ext4 gives that ext4's fsid (before Linux 6.6): its device number
+    is anonymous (major 0), the ext4's a disk's. Two anonymous ones (btrfs mounted again) stay one."""
+    from sysmcp.history.snapshots import same_filesystem
+
+    assert not same_filesystem("7:0/e8c698506b21c335", "0:40/e8c698506b21c335")
+    assert not same_filesystem("0:40/e8c698506b21c335", "254:0/e8c698506b21c335")
+    assert same_filesystem("0:41/e8c698506b21c335", "0:43/e8c698506b21c335")
+    assert same_filesystem("8:16/7ddf171c21b65d2", "8:32/7ddf171c21b65d2")  # a USB disk named anew

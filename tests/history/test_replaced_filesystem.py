@@ -4,6 +4,8 @@ namespace: not its snapshots, not its disk readings, and the answer says why the
 
 from __future__ import annotations
 
+import pytest
+
 from tests.loopfs import in_private_namespace, needs_loop_mounts
 
 _CHILD = """
@@ -102,3 +104,38 @@ def test_the_same_btrfs_mounted_again_with_another_device_number_is_still_compar
     assert before["dev"] != after["dev"], "the device number did not change: nothing tested"
     assert after["comparable"] and after["delta"] >= 2 << 20, after["text"]
     assert "another filesystem" not in after["text"], after["text"]
+
+
+_OVERLAID = """
+import json, os, subprocess, sys
+from pathlib import Path
+from sysmcp.history.snapshots import filesystem_id, same_filesystem
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+disk = work / "disk"
+loop_mount(work / "ext4.img", disk, 64 << 20, ["mkfs.ext4", "-q", "-F"])
+for name in ("mnt", "lower", "upper", "work"):
+    (disk / name).mkdir()
+before = filesystem_id(disk / "mnt")
+layers = f"lowerdir={disk / 'lower'},upperdir={disk / 'upper'},workdir={disk / 'work'}"
+# uuid=off: an overlay's statfs gives its upper filesystem's fsid, as every overlay did before Linux 6.6
+done = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", layers + ",uuid=off", str(disk / "mnt")])
+if done.returncode != 0:
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o", layers, str(disk / "mnt")], check=True)
+after = filesystem_id(disk / "mnt")
+print(json.dumps({"before": before, "after": after, "same": same_filesystem(before, after)}))
+"""
+
+
+@needs_loop_mounts("mkfs.ext4")
+def test_an_overlay_mounted_over_a_directory_is_another_filesystem_though_it_gives_its_upper_ones_fsid() -> (
+    None
+):
+    """An overlay (before Linux 6.6, or uuid=off) answers statfs with its upper filesystem's fsid: over a
+    directory of that filesystem, the fsid alone would take the overlay's merged view for the directory
+    it covers, and diff the two. Its device number is an anonymous one, the directory's a disk's."""
+    seen = in_private_namespace(["-c", _OVERLAID], "sysmcp-overlaid-", 120)
+    before, after = seen["before"], seen["after"]
+    if before.split("/")[1] != after.split("/")[1]:
+        pytest.skip(f"this kernel's overlay has an fsid of its own ({before} → {after})")
+    assert not seen["same"], seen

@@ -733,3 +733,42 @@ def test_a_scan_that_could_not_read_the_previous_snapshot_is_not_kept_without_it
     else:
         assert kept.unsaved is not None and "could not be read (database is locked)" in kept.unsaved
         assert len(saved) == 1
+
+
+def test_a_database_another_sysmcp_makes_while_this_one_opens_it_is_not_taken_for_another_programs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sysmcp starting on a fresh state directory (the timer's first snapshot and a server): the
+    other's first migration committed between this one's reading of the version (0) and of the tables
+    (sysmcp's) must not be read as 'another program's database', which turned history off for good."""
+    directory = tmp_path / "s"
+    Store.open(directory, Clock()).close()  # the directory and the database's file
+    (directory / DB_NAME).unlink()
+    os.close(os.open(directory / DB_NAME, os.O_CREAT | os.O_WRONLY, 0o600))  # as a crashed first run left it
+    other = Store(directory, Clock())  # the other process, which commits its migration at the worst moment
+
+    class Racing(sqlite3.Connection):
+        raced = False
+
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            if "sqlite_master" in sql and not Racing.raced:
+                Racing.raced = True
+                theirs = sqlite3.connect(directory / DB_NAME, timeout=0.05, isolation_level=None)
+                try:  # the other process: refused (busy) where this one's reads are one transaction
+                    other._migrate(theirs)
+                except sqlite3.OperationalError as exc:
+                    assert "locked" in str(exc), exc
+                finally:
+                    theirs.close()
+            return super().execute(sql, *args)
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: connect(*a, **{**k, "factory": k.get("factory", Racing)})
+    )
+    store = Store.open(directory, Clock())
+    monkeypatch.undo()
+    assert Racing.raced
+    assert store.enabled, store.disabled_reason
+    assert store.save_scan(snapshot(1.0, {b"": 7})).ok
+    store.close()

@@ -10,7 +10,7 @@ import socketserver
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,16 +22,24 @@ def recorded_engine(
     mode: int | None = None,
     slow: dict[str, float] | None = None,
     asked: list[str] | None = None,
+    keep_alive: bool = False,
+    on_ask: Callable[[str], None] | None = None,
 ) -> Iterator[str]:
     """An HTTP server on the Unix socket ``path`` answering each GET with ``answers`` by its path (the
     query left out; 404 for any other), ``mode`` its socket's permissions (None: as made), after
-    ``slow[path]`` seconds where given; each path is added to ``asked`` as it arrives."""
+    ``slow[path]`` seconds where given; each path is added to ``asked`` as it arrives, and given to
+    ``on_ask`` before it is answered. ``keep_alive``: HTTP/1.1, a connection kept for the next GET (as
+    an engine does), not closed after each answer."""
 
     class Recorded(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def do_GET(self) -> None:
             url = self.path.split("?")[0]
             if asked is not None:
                 asked.append(url)
+            if on_ask is not None:
+                on_ask(url)
             time.sleep((slow or {}).get(url, 0))
             body = json.dumps(answers.get(url, {"message": "no such"})).encode()
             self.send_response(200 if url in answers else 404)

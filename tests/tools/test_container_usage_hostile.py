@@ -18,7 +18,7 @@ import pytest
 
 from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, _walk, survey
 from sysmcp.engine.containers._command import decimal_size
-from sysmcp.engine.faults import NotFound
+from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.reclaim import _classes
 from sysmcp.tools.container_usage import answer, render
 from sysmcp.tools.errors import words
@@ -364,6 +364,113 @@ def test_a_log_file_an_engine_on_another_users_socket_names_is_measured_only_if_
     assert {(log.container, log.bytes) for log in trusted.logs} == {("a", 300), ("b", 5000)}
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_an_engine_on_another_users_socket_that_swaps_it_for_a_link_to_roots_file_is_still_that_users(
+    tmp_path: Path,
+) -> None:
+    """A rootless engine's user owns the directory of its socket: once connected to, they may put a
+    symlink to a file of root's in its place. Its owner looked up by name then was root's, so the
+    engine's word was taken for any file's: its log named /etc/shadow measured, and planned for emptying."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)  # root's: not the rootless engine's to name
+    sock = tmp_path / "run" / "e.sock"
+    sock.parent.mkdir()
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": str(others), "HostConfig": {}},
+    }
+    others_asked = {"/system/df": threading.Event(), "/version": threading.Event()}
+
+    def swap(url: str) -> None:  # once every connection is made: the name now leads to root's file
+        if url in others_asked:
+            others_asked[url].set()
+        elif url == "/info":
+            assert all(event.wait(30) for event in others_asked.values())
+            os.rename(sock, sock.with_name("hidden.sock"))
+            sock.symlink_to(others)
+
+    with recorded_engine(answers, str(sock), keep_alive=True, on_ask=swap) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        found = survey(ContainersRequest(socket=path, walk=False))
+    assert found.speaker == NOBODY, found.speaker
+    assert [(log.container, log.bytes, log.foreign) for log in found.logs] == [("b", None, True)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_a_log_a_rootless_engine_names_is_not_planned_for_emptying_after_it_swaps_its_socket_for_a_link(
+    tmp_path: Path,
+) -> None:
+    """The plan's owner rule, told of the socket the survey reached, not of its name looked up after the
+    survey: by then the engine's user had put a symlink to a file of root's in its place."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)
+    sock = tmp_path / "run" / "e.sock"
+    sock.parent.mkdir()
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": str(others), "HostConfig": {}},
+    }
+
+    def swap(url: str) -> None:  # the last GET: every connection was made
+        if url == "/containers/b/json":
+            os.rename(sock, sock.with_name("hidden.sock"))
+            sock.symlink_to(others)
+
+    with recorded_engine(answers, str(sock), keep_alive=True, on_ask=swap) as path:
+        os.chown(path, NOBODY, NOBODY)  # a rootless engine's socket
+        planned = _classes.containers(_classes.RootsLayout(container_socket=path))
+    logs = [p for p in planned if ":log:" in p.key]
+    assert [(p.action, p.command) for p in logs] == [("command", f"truncate -s 0 {others}")], logs
+    assert f"listens on a socket of uid {NOBODY}'s" in (logs[0].note or ""), logs[0].note
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a socket to another user (needs root)")
+def test_an_engine_socket_whose_name_leads_to_another_users_socket_between_two_gets_is_not_believed(
+    tmp_path: Path,
+) -> None:
+    """A name another user can re-point (a symlink in their directory, reached through DOCKER_HOST) that
+    leads to root's engine when first connected to, then to their own engine: an engine answers each GET
+    on a connection of its own (HTTP/1.0), so the later GETs' paths were their engine's, believed as root's."""
+    tmp_path.chmod(0o755)
+    others = tmp_path / "shadow"
+    others.write_bytes(b"y" * 5000)
+    answers = {
+        "/version": {"Version": "24.0.7"},
+        "/info": {"DockerRootDir": "", "Driver": "overlay2"},
+        "/system/df": {},
+        "/containers/json": [{"Id": "b", "Names": ["/b"]}],
+        "/containers/b/json": {"LogPath": "", "HostConfig": {}},
+    }
+    theirs = {**answers, "/containers/b/json": {"LogPath": str(others), "HostConfig": {}}}
+    link = tmp_path / "link.sock"
+
+    def swap(url: str) -> None:  # the list answered by root's engine, the inspect asked of theirs
+        if url == "/containers/json":
+            link.unlink()
+            link.symlink_to(tmp_path / "theirs.sock")
+
+    with (
+        recorded_engine(answers, str(tmp_path / "roots.sock"), on_ask=swap),
+        recorded_engine(theirs, str(tmp_path / "theirs.sock")) as their_path,
+    ):
+        os.chown(their_path, NOBODY, NOBODY)
+        link.symlink_to(tmp_path / "roots.sock")
+        try:
+            found = survey(ContainersRequest(socket=str(link), walk=False))
+        except Unavailable as refused:
+            assert "another's now" in str(refused), refused
+        else:
+            assert [log.bytes for log in found.logs] == [None], found.logs
+
+
 # -- a data root that is no directory --------------------------------------------------------------
 
 
@@ -428,6 +535,25 @@ def test_an_engine_on_another_host_names_no_file_here_to_walk_measure_or_empty(
     text = render(answer(found, 10, 0.0, None))
     assert "could not be read here (it is on the engine's host, ssh://me@far.example)" in text, text
     assert syslog.stat().st_size == 7000
+
+
+def test_a_docker_without_contexts_reaching_another_host_by_docker_host_is_judged_remote(
+    box: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A docker whose ``context`` command fails (before 19.03, which reached ssh:// hosts already, or
+    one whose context store cannot be read) says nothing of where it reaches: DOCKER_HOST then does.
+    Else the other host's data root and log paths were walked and measured here as this machine's."""
+    root, syslog = tmp_path / "root", tmp_path / "syslog"
+    (root / "containers").mkdir(parents=True)
+    syslog.write_bytes(b"s" * 7000)
+    says = {**_many(1), "info": {**DOCKER_INFO, "DockerRootDir": str(root)}}  # no 'context': it fails
+    says["container"][0]["LogPath"] = str(syslog)
+    _stub(box, monkeypatch, "docker", says)
+    monkeypatch.setenv("DOCKER_HOST", "ssh://me@far.example")
+    found = survey(ContainersRequest(sockets=(), commands=("docker",), timeout_s=60))
+    assert _asked(box, "context") == 1
+    assert found.remote and found.walked is None, (found.endpoint, found.walked)
+    assert [(log.container, log.bytes) for log in found.logs] == [("c0", None)]
 
 
 def test_an_engine_command_answering_json_nested_past_the_parsers_depth_is_no_engine_not_an_internal_error(

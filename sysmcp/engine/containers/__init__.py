@@ -256,13 +256,17 @@ def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker
     )
 
 
-def _engine_user(socket: str) -> int | None:
+def _engine_user(socket: str, connected: int | None = None) -> int | None:
     """Whose word the engine's paths are: None for an engine on root's or this user's socket, else the
-    uid owning the socket (-1 where it cannot be looked at: no file is that uid's)."""
-    try:
-        uid = os.stat(socket).st_uid
-    except (OSError, ValueError):
-        return -1
+    uid owning the socket (-1 where it cannot be looked at: no file is that uid's). ``connected``: the
+    owner of the socket file connected to (``Api.socket_uid``), else it is looked up by name."""
+    if connected is not None:
+        uid = connected
+    else:
+        try:
+            uid = os.stat(socket).st_uid
+        except (OSError, ValueError):
+            return -1
     return None if uid in (0, os.geteuid()) else uid
 
 
@@ -499,7 +503,7 @@ def _survey(request: ContainersRequest, report: Callable[[str, int, int], None],
             driver=str(info.get("Driver") or ""),
             log_driver=str(info.get("LoggingDriver") or ""),
             layers=0,
-            speaker=_engine_user(path),
+            speaker=_engine_user(path, second.socket_uid),
         )
 
         def figures(check: Callable[[], None]) -> None:
@@ -639,14 +643,16 @@ def _by_command(
 
 def _docker_endpoint(command: str, timeout_s: float, cancel: Cancel = never_cancelled) -> str:
     """Where docker's command reaches its engine (DOCKER_HOST, else the context's: 'unix:///…',
-    'ssh://…', 'tcp://…'); '' where it does not say (a docker without contexts)."""
+    'ssh://…', 'tcp://…'); where its ``context`` command does not say (a docker before contexts, which
+    reached ssh:// hosts already, or one whose context store cannot be read), DOCKER_HOST as docker reads
+    it; '' where neither says (this machine's default socket)."""
     try:
         host = _command.ask(
             [command, "context", "inspect", "--format", "{{json .Endpoints.docker.Host}}"], timeout_s, cancel
         )
     except (NotFound, Unavailable):
-        return ""
-    return host if isinstance(host, str) else ""
+        host = None
+    return host if isinstance(host, str) and host else os.environ.get("DOCKER_HOST", "")
 
 
 def _command_figures(

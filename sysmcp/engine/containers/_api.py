@@ -85,14 +85,24 @@ class Api(http.client.HTTPConnection):
         self.aborted = False  # ``abort``: no GET is answered any more
         self.shown = escaped(path)  # as its messages say it: a name given may hold any character
         self.owner = ""  # whose the socket is, once connecting to it was refused (``_owner``)
+        #: The uid owning the socket file this connection reached (its first connect's; a later one to a
+        #: socket of another owner is refused): whose engine answers, as ``_engine_user`` judges it.
+        self.socket_uid: int | None = None
 
     def connect(self) -> None:
-        fd = self._pinned() if self.pinned else None
+        fd = self._pinned() if self.pinned else self._opened()
         try:
             sock = _Bounded(lambda: -math.inf if self.aborted else self.deadline)
             try:
                 sock.settimeout(self.timeout)
+                owner = os.fstat(fd).st_uid if fd is not None else os.stat(self.path).st_uid
+                if self.socket_uid is not None and owner != self.socket_uid:
+                    raise OSError(
+                        errno.ECONNABORTED,
+                        f"the socket is another's now (uid {owner}'s, uid {self.socket_uid}'s when first reached)",
+                    )
                 sock.connect(self.path if fd is None else f"/proc/self/fd/{fd}")
+                self.socket_uid = owner
             except ConnectionRefusedError:
                 sock.close()
                 self._refused(fd)
@@ -124,6 +134,19 @@ class Api(http.client.HTTPConnection):
 
     def _stat(self) -> os.stat_result:
         return os.stat(self.path)
+
+    def _opened(self) -> int | None:
+        """The socket's ``O_PATH`` descriptor, reached as a name is (its symlinks followed), where there
+        is ``/proc/self/fd`` to connect through: whose socket it is is then told of the socket connected
+        to, not of whatever the name leads to a moment later (its user's directory, its user's to
+        re-point). None elsewhere: connected to by name, its owner looked up by name."""
+        if not platform.has_o_path():
+            return None
+        fd = os.open(self.path, os.O_PATH | os.O_CLOEXEC)
+        if not os.path.exists(f"/proc/self/fd/{fd}"):  # no /proc mounted
+            os.close(fd)
+            return None
+        return fd
 
     def _pinned(self) -> int:
         """The socket's ``O_PATH`` descriptor, reached without a symlink: connected to as ``/proc/self/fd/N``."""
