@@ -20,6 +20,7 @@ import termios
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.profile import needs_proc
@@ -676,3 +677,25 @@ def test_a_second_ctrl_c_while_the_server_winds_down_ends_the_call_and_the_serve
     assert call.returncode == 130, stderr.decode()
     assert b"Traceback" not in stderr and b"KeyboardInterrupt" not in stderr, stderr.decode()
     assert not server_left
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_after_the_answer_gives_the_winding_down_server_a_grace_and_a_second_kills_it() -> None:
+    """The answer in, the server winds down at its own pace (a fleet's ssh masters, a checkpoint): Ctrl-C
+    then bounds that wait to ``INTERRUPT_GRACE``, and a second ends the server at once."""
+    from sysmcp.cli.call import INTERRUPT_GRACE, Interrupts
+
+    interrupts = Interrupts(conversation_over=True)
+    server = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+    async with server:
+        interrupts.server = server
+        with anyio.CancelScope(shield=True) as waiting:
+            interrupts.winding_down = waiting
+            before = anyio.current_time()
+            interrupts.take(signal.SIGINT)
+            assert not interrupts.conversation.cancel_called
+            assert before + INTERRUPT_GRACE <= waiting.deadline <= anyio.current_time() + INTERRUPT_GRACE
+            assert server.returncode is None
+            interrupts.take(signal.SIGINT)
+            with anyio.fail_after(30):
+                assert await server.wait() == -signal.SIGKILL

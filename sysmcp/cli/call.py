@@ -456,20 +456,28 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
 @dataclass
 class Interrupts:
     """Ctrl-C and SIGTERM during a call. The first cancels the conversation (the request is then
-    cancelled on the server, which gets ``INTERRUPT_GRACE`` to end); one that comes after it (the
-    conversation over, or a second signal) kills the server at once: the admin is not kept waiting."""
+    cancelled on the server) or, the answer in, stops waiting for the server to wind down at its own
+    pace: either way the server gets ``INTERRUPT_GRACE`` to end. A second kills it at once: the admin
+    is not kept waiting."""
 
     conversation: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     conversation_over: bool = False
     server: Process | None = None
+    #: The wait for the server to end (``_stop``), while it runs.
+    winding_down: anyio.CancelScope | None = None
     signals: list[int] = field(default_factory=list)
 
     def take(self, signum: int) -> None:
         self.signals.append(signum)
-        if len(self.signals) == 1 and not self.conversation_over:
+        if len(self.signals) > 1:
+            if self.server is not None and self.server.returncode is None:
+                self.server.kill()
+        elif not self.conversation_over:
             self.conversation.cancel()
-        elif self.server is not None and self.server.returncode is None:
-            self.server.kill()
+        elif self.winding_down is not None:
+            self.winding_down.deadline = min(
+                self.winding_down.deadline, anyio.current_time() + INTERRUPT_GRACE
+            )
 
 
 async def _run_server(
@@ -514,7 +522,7 @@ async def _run_server(
         progress.clear()
         # After an answer the server winds down at its own pace (a fleet's sessions and ssh masters
         # end, the state database checkpoints); only an interrupted call is cut short.
-        await _stop(process, kill_after=INTERRUPT_GRACE if interrupts.signals else None)
+        await _stop(process, interrupts)
     return reply
 
 
@@ -587,16 +595,22 @@ async def _read_text(session: ClientSession, uri: str) -> str | None:
     return "".join(str(c.get("text", "")) for c in read.get("contents", []))
 
 
-async def _stop(process: Process, kill_after: float | None) -> None:
-    """Close the server's input and wait for it to exit; with ``kill_after`` (an interruption: the
-    session has sent notifications/cancelled), kill it if it is still there that many seconds later."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(kill_after):
+async def _stop(process: Process, interrupts: Interrupts) -> None:
+    """Close the server's input and wait for it to exit; interrupted (the session has sent
+    notifications/cancelled, or the admin will not wait), kill it if it is still there
+    ``INTERRUPT_GRACE`` seconds later."""
+    with anyio.CancelScope(shield=True) as waiting:
+        interrupts.winding_down = waiting
+        if interrupts.signals:
+            waiting.deadline = anyio.current_time() + INTERRUPT_GRACE
         try:
             assert process.stdin is not None
             await process.stdin.aclose()
             await process.wait()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
             pass
+        finally:
+            interrupts.winding_down = None
     if process.returncode is None:
         process.kill()
 
