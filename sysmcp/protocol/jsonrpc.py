@@ -168,6 +168,7 @@ def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
 
 
 _SPACE = " \t\n\r"
+_AMBIGUOUS = object()  # a key the start gives twice, with two values
 
 
 def request_id_in_head(head: bytes) -> RequestId | None:
@@ -207,7 +208,8 @@ def request_id_in_head(head: bytes) -> RequestId | None:
             pos = _skip_space(text, pos)
             if not text.startswith((",", "}"), pos):  # the cut may be inside it: "id":123 of "id":123456
                 break
-            seen.setdefault(key, value)  # a key given twice: which one a parser keeps, JSON does not say
+            # A key given twice: which one a parser keeps, JSON does not say (Python's, the last).
+            seen[key] = value if seen.get(key, value) == value else _AMBIGUOUS
             if text.startswith("}", pos):
                 break
             pos += 1

@@ -152,6 +152,9 @@ def test_a_line_of_more_values_than_its_reader_takes_is_not_parsed() -> None:
         (b'{"jsonrpc":"2.0","method":"x","params":{},"id":"x"', None),  # the last key: no "," or "}" yet
         (b'{"jsonrpc":"2.0","method":"x","params":{},"id":12 }', 12),
         (b'{"method":"x","\\u0069d":7,"params":{"a":"', 7),  # an escaped key is the key it spells
+        (b'{"method":"x","id":1,"id":2,"params":{"a":"', None),  # two ids: which one is meant, unsaid
+        (b'{"method":"x","id":1,"id":1,"params":{"a":"', 1),
+        (b'{"method":"x","method":2,"id":1,"params":{"a":"', 1),  # "params": a request however its method
         (b"not json at all", None),
         (b"", None),
     ],
