@@ -6,6 +6,7 @@ Bounded: a total byte cap, oldest evicted first, so a long session cannot grow w
 from __future__ import annotations
 
 import itertools
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ DEFAULT_CAP = 64 << 20
 #: stay under the session's 80 MiB result cap, and one item must not evict everything else.
 MAX_ITEM = 32 << 20
 URI_PREFIX = "sysmcp://results/"
+_NUMBER = re.compile(r"[1-9][0-9]{0,18}")  # a URI's number, as ``put`` writes it
 
 
 class TooLarge(Exception):
@@ -83,7 +85,9 @@ class ResultStore:
         """Why ``uri``, a result this store handed out, can no longer be read (None: it is kept, or was
         never one of ours): older results go to keep the newest within the cap."""
         number, _, _ = uri.removeprefix(URI_PREFIX).partition("/")
-        issued = uri.startswith(URI_PREFIX) and number.isdigit() and 0 < int(number) <= self._issued
+        # As put() writes it: ASCII digits, no leading zero (str.isdigit takes "²", which int() refuses).
+        ours = uri.startswith(URI_PREFIX) and _NUMBER.fullmatch(number) is not None
+        issued = ours and int(number) <= self._issued
         if not issued or uri in self._items:
             return None
         whole = self.cap_bytes % (1 << 20) == 0

@@ -20,6 +20,7 @@ import termios
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.profile import needs_proc
@@ -622,3 +623,85 @@ def test_ctrl_c_while_the_command_is_still_starting_exits_130_without_a_tracebac
     assert started.returncode == 130, stderr.decode()
     assert b"Traceback" not in stderr and b"KeyboardInterrupt" not in stderr, stderr.decode()
     assert stdout == b""
+
+
+@needs_proc  # the server is found as the call's child, and its input's pipe among the call's descriptors
+def test_a_second_ctrl_c_while_the_server_winds_down_ends_the_call_and_the_server_at_once(
+    tmp_path: Path,
+) -> None:
+    """The first Ctrl-C cancels the call and waits a moment for the server; a second (the admin still
+    waiting) raised KeyboardInterrupt in the event loop, whose tasks then waited for the server for ever:
+    the call hung until a third, and a server that was not reading its input was left behind. Here the
+    server is blocked opening an inventory (a FIFO) no one writes again: it can only be killed."""
+    fifo = tmp_path / "inventory"
+    os.mkfifo(fifo)
+    call = subprocess.Popen(
+        [*SYSMCP, "call", "--inventory", str(fifo), "disk_usage", "hosts=all"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    children = Path(f"/proc/{call.pid}/task/{call.pid}/children")
+    deadline = time.monotonic() + 60
+    server = ""
+    while not server:  # the call reads the inventory (as often as it opens it), then starts its server
+        assert time.monotonic() < deadline and call.poll() is None
+        server = children.read_text().strip()
+        if server:
+            break
+        with contextlib.suppress(OSError):  # ENXIO: no reader now
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(writer, b"web1\n")
+            os.close(writer)
+        time.sleep(0.01)
+    server_input = os.readlink(f"/proc/{server}/fd/0")
+
+    def call_holds_server_input() -> bool:
+        links = []
+        for fd in os.listdir(f"/proc/{call.pid}/fd"):
+            with contextlib.suppress(OSError):
+                links.append(os.readlink(f"/proc/{call.pid}/fd/{fd}"))
+        return server_input in links
+
+    while not call_holds_server_input():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    call.send_signal(signal.SIGINT)
+    while call_holds_server_input():  # the call closed the server's input: it waits for it to exit
+        assert time.monotonic() < deadline and call.poll() is None
+        time.sleep(0.01)
+    call.send_signal(signal.SIGINT)
+    try:
+        _, stderr = call.communicate(timeout=30)
+        server_left = (
+            Path(f"/proc/{server}").exists() and Path(f"/proc/{server}/stat").read_text().split()[2] != "Z"
+        )
+    finally:
+        call.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(server), signal.SIGKILL)
+    assert call.returncode == 130, stderr.decode()
+    assert b"Traceback" not in stderr and b"KeyboardInterrupt" not in stderr, stderr.decode()
+    assert not server_left
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_after_the_answer_gives_the_winding_down_server_a_grace_and_a_second_kills_it() -> None:
+    """The answer in, the server winds down at its own pace (a fleet's ssh masters, a checkpoint): Ctrl-C
+    then bounds that wait to ``INTERRUPT_GRACE``, and a second ends the server at once."""
+    from sysmcp.cli.call import INTERRUPT_GRACE, Interrupts
+
+    interrupts = Interrupts(conversation_over=True)
+    server = await anyio.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+    async with server:
+        interrupts.server = server
+        with anyio.CancelScope(shield=True) as waiting:
+            interrupts.winding_down = waiting
+            before = anyio.current_time()
+            interrupts.take(signal.SIGINT)
+            assert not interrupts.conversation.cancel_called
+            assert before + INTERRUPT_GRACE <= waiting.deadline <= anyio.current_time() + INTERRUPT_GRACE
+            assert server.returncode is None
+            interrupts.take(signal.SIGINT)
+            with anyio.fail_after(30):
+                assert await server.wait() == -signal.SIGKILL

@@ -71,3 +71,25 @@ def test_a_result_dropped_for_newer_ones_is_said_to_be_no_longer_kept() -> None:
     checked = anyio.run(ask, "tools/call", {"name": "verify_checksums", "arguments": arguments})
     text = checked["content"][0]["text"]
     assert checked["isError"] is True and f"{dropped.uri} is no longer kept" in text, text
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sysmcp://results/²/x",  # a digit to str.isdigit, none to int()
+        "sysmcp://results/١/x",
+        "sysmcp://results/" + "9" * 5000 + "/x",  # more digits than int() converts
+        "sysmcp://results/ 1/x",
+        "sysmcp://results/+1/x",
+        "sysmcp://results/0/x",
+        "sysmcp://results/",
+    ],
+)
+def test_a_uri_that_is_no_number_this_store_handed_out_was_never_dropped(uri: str) -> None:
+    """``resources/read`` of such a URI was an Internal error (int() raised in ``dropped``), with a
+    traceback in the server's log: it is a resource not found, like any URI never handed out."""
+    store = ResultStore(cap_bytes=10)
+    store.put("a", "12345", description="a")
+    store.put("b", "1234567890", description="b")  # the first dropped: 1 and 2 were handed out
+    assert store.dropped(uri) is None
+    assert store.dropped("sysmcp://results/1/a") is not None

@@ -17,7 +17,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
@@ -432,6 +432,59 @@ def show_wire(direction: str, line: bytes) -> None:
 
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
+    # Ctrl-C (or SIGTERM) is taken for the whole call, the server's end included. Left to Python's
+    # default handler, one that came while the server wound down raised KeyboardInterrupt inside the
+    # event loop, whose tasks then waited for the server until a third.
+    interrupts = Interrupts()
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as watching:
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    interrupts.take(signum)
+
+            watching.start_soon(watch_signals)
+            try:
+                reply = await _run_server(tool, arguments, options, interrupts)
+            finally:
+                watching.cancel_scope.cancel()
+    if interrupts.signals:
+        raise Interrupted(interrupts.signals[0])
+    return _report(tool, reply, options)
+
+
+@dataclass
+class Interrupts:
+    """Ctrl-C and SIGTERM during a call. The first cancels the conversation (the request is then
+    cancelled on the server) or, the answer in, stops waiting for the server to wind down at its own
+    pace: either way the server gets ``INTERRUPT_GRACE`` to end. A second kills it at once: the admin
+    is not kept waiting."""
+
+    conversation: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    conversation_over: bool = False
+    server: Process | None = None
+    #: The wait for the server to end (``_stop``), while it runs.
+    winding_down: anyio.CancelScope | None = None
+    signals: list[int] = field(default_factory=list)
+
+    def take(self, signum: int) -> None:
+        self.signals.append(signum)
+        if len(self.signals) > 1:
+            if self.server is not None and self.server.returncode is None:
+                self.server.kill()
+        elif not self.conversation_over:
+            self.conversation.cancel()
+        elif self.winding_down is not None:
+            self.winding_down.deadline = min(
+                self.winding_down.deadline, anyio.current_time() + INTERRUPT_GRACE
+            )
+
+
+async def _run_server(
+    tool: str, arguments: dict[str, Any], options: CallOptions, interrupts: Interrupts
+) -> dict[str, Any]:
+    """Start the server, converse with it (unless interrupted) and see it end: its answer, shaped as
+    ``_converse`` says (``{}`` when interrupted)."""
     command = [sys.executable, "-m", "sysmcp", *options.server_args]
     progress = ProgressLine(sys.stderr, sys.stderr.isatty())
 
@@ -446,25 +499,16 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
         started = await anyio.open_process(command, stderr=None, start_new_session=True)
     except OSError as exc:  # the interpreter cannot be run (not executable by this user, gone)
         raise ServerNotStarted(f"{command[0]}: {exc.strerror or exc}") from None
+    interrupts.server = started
     async with started as process:
         assert process.stdin is not None and process.stdout is not None
-        interrupted: list[int] = []
-        reply: dict[str, Any] | None = None
+        reply: dict[str, Any] = {}
         # The reader outlives the call's scope, so a cancelled request can still tell the server.
         async with connect(process.stdin, process.stdout, name="sysmcp") as session:
             if options.raw:
                 session.on_wire = show_wire
             session.cancel_reason = "interrupted by the user"
-            async with anyio.create_task_group() as group:
-
-                async def watch_signals() -> None:
-                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                        async for signum in signals:
-                            interrupted.append(signum)
-                            group.cancel_scope.cancel()
-                            return
-
-                group.start_soon(watch_signals)
+            with interrupts.conversation:
                 try:
                     reply = await _converse(session, tool, arguments, options, on_progress)
                 except PeerGone:
@@ -474,15 +518,12 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         await process.wait()
                     raise ServerStopped(process.returncode) from None
-                group.cancel_scope.cancel()
+            interrupts.conversation_over = True
         progress.clear()
         # After an answer the server winds down at its own pace (a fleet's sessions and ssh masters
         # end, the state database checkpoints); only an interrupted call is cut short.
-        await _stop(process, kill_after=INTERRUPT_GRACE if interrupted else None)
-        if interrupted:
-            raise Interrupted(interrupted[0])
-        assert reply is not None
-    return _report(tool, reply, options)
+        await _stop(process, interrupts)
+    return reply
 
 
 async def _converse(
@@ -554,16 +595,22 @@ async def _read_text(session: ClientSession, uri: str) -> str | None:
     return "".join(str(c.get("text", "")) for c in read.get("contents", []))
 
 
-async def _stop(process: Process, kill_after: float | None) -> None:
-    """Close the server's input and wait for it to exit; with ``kill_after`` (an interruption: the
-    session has sent notifications/cancelled), kill it if it is still there that many seconds later."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(kill_after):
+async def _stop(process: Process, interrupts: Interrupts) -> None:
+    """Close the server's input and wait for it to exit; interrupted (the session has sent
+    notifications/cancelled, or the admin will not wait), kill it if it is still there
+    ``INTERRUPT_GRACE`` seconds later."""
+    with anyio.CancelScope(shield=True) as waiting:
+        interrupts.winding_down = waiting
+        if interrupts.signals:
+            waiting.deadline = anyio.current_time() + INTERRUPT_GRACE
         try:
             assert process.stdin is not None
             await process.stdin.aclose()
             await process.wait()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, BrokenPipeError):
             pass
+        finally:
+            interrupts.winding_down = None
     if process.returncode is None:
         process.kill()
 

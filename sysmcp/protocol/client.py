@@ -543,7 +543,8 @@ class ClientSession:
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
         """Send a request and wait for its result. A JSON-RPC error raises ``RemoteError``, the peer's death
-        ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``)."""
+        ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``), but for
+        ``initialize``, which is never cancelled: the server answers it and the session then ends."""
         if self.closed.is_set():
             raise PeerGone(self.closed_reason)
         msg_id, message = self._table.open(method, params, progress=on_progress is not None)
@@ -556,7 +557,8 @@ class ClientSession:
             await waiter.done.wait()
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                if sent and waiter.reply is None and self.alive:
+                # Not initialize: a client MUST NOT attempt to cancel it (every version's schema).
+                if sent and waiter.reply is None and self.alive and method != "initialize":
                     with suppress(PeerGone):
                         await self._write(self._table.cancel_message(msg_id, self.cancel_reason))
             raise

@@ -168,6 +168,7 @@ def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
 
 
 _SPACE = " \t\n\r"
+_AMBIGUOUS = object()  # a key the start gives twice, with two values
 
 
 def request_id_in_head(head: bytes) -> RequestId | None:
@@ -177,7 +178,9 @@ def request_id_in_head(head: bytes) -> RequestId | None:
     would otherwise wait for it until its own timeout. Read as far as the start allows, key by key at the
     top level of an object: the id counts only when it comes before anything left unread, and the keys
     read say the line is a request ("method", or "params" however cut) and not a response ("result",
-    "error"), so a refusal never answers a request the client did not make.
+    "error"), so a refusal never answers a request the client did not make. A value counts only once
+    the "," or "}" after it is seen: the start may end inside a number, and ``"id":123`` cut from
+    ``"id":123456`` names another request of the client's.
     """
     try:
         text = head.decode("utf-8")
@@ -202,9 +205,12 @@ def request_id_in_head(head: bytes) -> RequestId | None:
             if not text.startswith(":", pos):
                 break
             value, pos = _DECODER.raw_decode(text, _skip_space(text, pos + 1))
-            seen.setdefault(key, value)  # a key given twice: which one a parser keeps, JSON does not say
             pos = _skip_space(text, pos)
-            if not text.startswith(",", pos):
+            if not text.startswith((",", "}"), pos):  # the cut may be inside it: "id":123 of "id":123456
+                break
+            # A key given twice: which one a parser keeps, JSON does not say (Python's, the last).
+            seen[key] = value if seen.get(key, value) == value else _AMBIGUOUS
+            if text.startswith("}", pos):
                 break
             pos += 1
     except (ValueError, RecursionError):  # the value the start cuts off (or no JSON at all)

@@ -147,6 +147,21 @@ async def test_an_oversized_request_is_refused_by_its_id_when_its_start_names_it
         assert (await wire.request("ping", msg_id="after"))["id"] == "after"
 
 
+async def test_an_oversized_request_whose_start_cuts_its_id_is_not_answered_by_part_of_it() -> None:
+    """The first 4 KiB of a line may end inside its id: ``"id":123`` of ``"id":123456``. Answered as 123,
+    the refusal took the place of the answer to another request of the client's, id 123, in flight."""
+    start = b'{"jsonrpc":"2.0","method":"ping","pad":"'
+    tail = b'","id":123'
+    pad = b"a" * (4096 - len(start) - len(tail))
+    line = start + pad + tail + b'456,"params":{"x":"' + b"a" * (5 << 20) + b'"}}\n'
+    async with spawn() as wire:
+        await wire.initialize()
+        await wire.send(line)
+        refused = await wire.receive()
+        assert refused["id"] is None and "limit" in refused["error"]["message"], refused
+        assert (await wire.request("ping", msg_id=123)) == {"jsonrpc": "2.0", "id": 123, "result": {}}
+
+
 async def test_notifications_are_never_answered() -> None:
     async with spawn() as wire:
         await wire.initialize()

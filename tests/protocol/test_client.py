@@ -275,6 +275,31 @@ async def test_a_cancelled_request_tells_the_server_and_the_session_goes_on() ->
             assert await session.request("ping") == {}
 
 
+async def test_a_cancelled_initialize_is_not_cancelled_on_the_server() -> None:
+    """Every schema: a client MUST NOT attempt to cancel its initialize request. Ctrl-C on ``sysmcp call``
+    during the handshake (a cold start, a fleet's inventory) sent notifications/cancelled for it."""
+    peer = Peer()
+    async with connect(peer.client_writes, peer.client_reads) as session:
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+
+            async def handshake() -> None:
+                with scope:
+                    await session.initialize()
+
+            group.start_soon(handshake)
+            assert (await peer.read())["method"] == "initialize"
+            scope.cancel()
+        async with anyio.create_task_group() as group:
+
+            async def answer() -> None:
+                ping = await peer.read()  # the next line on the wire: no notifications/cancelled before it
+                await peer.write({"jsonrpc": "2.0", "id": ping["id"], "result": {}})
+
+            group.start_soon(answer)
+            assert await session.request("ping") == {}
+
+
 async def test_the_wire_hook_sees_every_line_both_ways_including_the_cancellation() -> None:
     peer = Peer()
     wire: list[tuple[str, dict[str, Any]]] = []

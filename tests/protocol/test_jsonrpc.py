@@ -146,6 +146,15 @@ def test_a_line_of_more_values_than_its_reader_takes_is_not_parsed() -> None:
         (b'{"jsonrpc":"2.0","id":"\xff","method":"x","params":{"x":"aaa', None),  # dropped: no id
         (b'[{"jsonrpc":"2.0","id":1,"method":"x","params":{"x":"aaa', None),  # a batch: no one id
         (b'{"jsonrpc":"2.0","id":1,"method":"x","x":' + b"[" * 5000, 1),  # too deep to read: cut there
+        (b'{"jsonrpc":"2.0","method":"x","id":123', None),  # the cut may be inside the number: 1234…
+        (b'{"jsonrpc":"2.0","method":"x","id":12 \r\n', None),  # what follows is unseen
+        (b'{"jsonrpc":"2.0","method":"x","id":1.', None),  # 1.5, cut
+        (b'{"jsonrpc":"2.0","method":"x","params":{},"id":"x"', None),  # the last key: no "," or "}" yet
+        (b'{"jsonrpc":"2.0","method":"x","params":{},"id":12 }', 12),
+        (b'{"method":"x","\\u0069d":7,"params":{"a":"', 7),  # an escaped key is the key it spells
+        (b'{"method":"x","id":1,"id":2,"params":{"a":"', None),  # two ids: which one is meant, unsaid
+        (b'{"method":"x","id":1,"id":1,"params":{"a":"', 1),
+        (b'{"method":"x","method":2,"id":1,"params":{"a":"', 1),  # "params": a request however its method
         (b"not json at all", None),
         (b"", None),
     ],
