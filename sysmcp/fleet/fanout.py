@@ -224,11 +224,12 @@ class Fleet:
             except PeerGone:
                 ended = await session.failure()
                 await self.pool.discard(session)
-                if session.calls > 1:
+                if session.calls > 1 and not session.client.ended_here:
                     log.debug("a reused session had ended", host=name, reason=ended.reason)
                     # A reused session had died since its last call (its ssh killed, the connection
                     # dropped): every tool is read-only and idempotent, so ask once more on a new one,
-                    # whose first call this is.
+                    # whose first call this is. One this side ended at its answer (too long, past the
+                    # gateway's memory) did not die: asked again, it would answer the same.
                     continue
                 status = ended.status if ended.status != "no_sysmcp" else "unreachable"
                 return outcome(status, reason=bounded(f"the session ended mid-call: {ended.reason}"))

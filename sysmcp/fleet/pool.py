@@ -21,12 +21,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
+import psutil
 from anyio.abc import Process, TaskGroup
 
 from sysmcp.fleet.inventory import Host, Inventory
 from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
+from sysmcp.protocol.linebudget import LineBudget, default_line_budget
 from sysmcp.protocol.session import MAX_RESULT
 
 log = get_logger("sysmcp.fleet")
@@ -125,11 +127,29 @@ def private_control_dir() -> str:
     return tempfile.mkdtemp(prefix="sysmcp-ssh-", dir=base)
 
 
+def physical_memory() -> int | None:
+    """The machine's memory in bytes, None if psutil cannot say."""
+    try:
+        return int(psutil.virtual_memory().total)
+    except (OSError, RuntimeError, AttributeError):
+        return None
+
+
 class SessionPool:
+    """The gateway's sessions, one a host. ``line_budget``: bytes all of them together may hold of
+    reply lines not yet ended (``LineBudget``; default ``default_line_budget``)."""
+
     def __init__(
-        self, inventory: Inventory, settings: SshSettings, handshakes: int = DEFAULT_HANDSHAKES
+        self,
+        inventory: Inventory,
+        settings: SshSettings,
+        handshakes: int = DEFAULT_HANDSHAKES,
+        line_budget: int | None = None,
     ) -> None:
         self.inventory = inventory
+        if line_budget is None:
+            line_budget = default_line_budget(physical_memory())
+        self.line_budget = LineBudget(line_budget)
         self.settings = settings
         self.handshakes = max(1, handshakes)
         self._sessions: dict[str, HostSession] = {}
@@ -274,7 +294,12 @@ class SessionPool:
         assert process.stdin is not None and process.stdout is not None
         # No line a sysmcp sends is longer than its session's cap: a longer one is refused as it is read.
         client = ClientSession(
-            process.stdin, process.stdout, name=host.name, max_line=MAX_RESULT, max_idle_line=IDLE_LINE
+            process.stdin,
+            process.stdout,
+            name=host.name,
+            max_line=MAX_RESULT,
+            max_idle_line=IDLE_LINE,
+            line_budget=self.line_budget,
         )
         session = HostSession(host, process, client)
         self._group.start_soon(self._keep_stderr, session)

@@ -41,6 +41,7 @@ from sysmcp.protocol.jsonrpc import (
     request_message,
     result_message,
 )
+from sysmcp.protocol.linebudget import LineBudget
 
 log = get_logger("sysmcp.cli.call")
 
@@ -327,6 +328,7 @@ class ClientSession:
         chars_per_value: int = REPLY_CHARS_PER_VALUE,
         max_idle_line: int | None = None,
         clock: Callable[[], float] = anyio.current_time,
+        line_budget: LineBudget | None = None,
     ) -> None:
         self.name = name
         self._sender = send
@@ -339,6 +341,9 @@ class ClientSession:
         #: sends nothing unasked. A host that stalls mid-line between calls would hold it for ever.
         self.max_idle_line = max_line if max_idle_line is None else max_idle_line
         self._clock = clock
+        #: Shared with the gateway's other sessions: what this one holds of an unfinished line is
+        #: claimed there before it is kept, and released when the line ends or the session does.
+        self._line_budget = line_budget
         self._chatter = ChatterBudget()
         self.closed = anyio.Event()
         self.closed_reason = ""
@@ -384,6 +389,10 @@ class ClientSession:
                     chunk = b""
                 if self.ended_here:
                     return
+                if chunk and self._line_budget is not None:
+                    held = self._decoder.held_after(chunk)
+                    if not self._line_budget.claim(self, held, self._over_budget):
+                        return  # refused: ended, its reason set, its bytes freed
                 frames = self._decoder.feed(chunk) if chunk else self._decoder.finish()
                 now = self._clock()
                 for frame in frames:
@@ -476,8 +485,21 @@ class ClientSession:
             f"{self.max_idle_line:,} it may: it sends nothing unasked"
         )
 
+    def _over_budget(self, reason: str) -> None:
+        """The session ends at the gateway's memory for unfinished lines: this one, holding the most
+        of all sessions, or about to, is refused (``LineBudget``) and its bytes freed at once."""
+        log.warning(
+            "an answer past the gateway's memory for answers in flight: session ended",
+            server=self.name,
+            length=self._decoder.buffered,
+        )
+        self.ended_here = True
+        self._close(reason)
+
     def _close(self, reason: str) -> None:
         self._decoder.clear()  # an unfinished line is never read now: its bytes are freed
+        if self._line_budget is not None:
+            self._line_budget.release(self)
         if self.closed.is_set():
             return
         self.closed_reason = reason

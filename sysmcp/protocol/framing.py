@@ -73,6 +73,16 @@ class LineDecoder:
         """Bytes held of a line not yet ended."""
         return len(self._buffer)
 
+    def held_after(self, data: bytes) -> int:
+        """Bytes ``feed(data)`` will leave held of an unfinished line: what a reader claims of a
+        memory budget before it feeds them (0 while the line is too long to keep, and dropped)."""
+        newline = data.rfind(b"\n")
+        if newline < 0:
+            held = 0 if self._discarding else len(self._buffer) + len(data)
+        else:
+            held = len(data) - newline - 1
+        return 0 if held > self.max_line else held
+
     def clear(self) -> None:
         """Drop what is held of an unfinished line (its memory freed): the stream will not be read on."""
         self._buffer = bytearray()

@@ -11,7 +11,8 @@ nested ``$STUB_DEPTH`` (900) deep,
 ``controls``: every ``resources/read`` answered with a text of a million control characters, ``slow``: a remote start that answers ``initialize`` only once the file
 ``$STUB_GATE`` exists, ``liar``: a direct host whose ssh "fails" with a bastion's words on stderr,
 ``stall``: 32 MiB of a reply line (then the file ``$STUB_WRITTEN`` is made), then silence, ``flood``: 200,000 notifications before its reply,
-``nullid``: every call refused by an error with ``"id": null``). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
+``nullid``: every call refused by an error with ``"id": null``, ``large``: a whole reply of
+``$STUB_LARGE`` bytes (1 MiB), sent once the file ``$STUB_GATE`` exists when that is set). Each start appends the host's name to ``$STUB_STARTS`` when that is set, and
 each end at its stdin's end (not killed) to ``$STUB_ENDS``.
 Standard library only, started with ``-S -E``: it must cost a few milliseconds."""
 
@@ -115,6 +116,10 @@ def main() -> int:
                 out.flush()
                 time.sleep(60)
                 return 0
+            if host.startswith("large"):  # a large answer, well-formed, sent when the test says so
+                while "STUB_GATE" in os.environ and not os.path.exists(os.environ["STUB_GATE"]):
+                    time.sleep(0.01)
+                result["structuredContent"] = {"answer": "x" * int(os.environ.get("STUB_LARGE", 1 << 20))}
             if host.startswith("fails"):
                 result = {"content": [{"type": "text", "text": text}], "isError": True}
             if host.startswith("long"):  # well-formed, ended, and past the 80 MiB no sysmcp exceeds

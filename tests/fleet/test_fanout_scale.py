@@ -453,3 +453,66 @@ async def test_an_error_with_a_null_id_answers_the_one_call_waiting_at_once(tmp_
         outcomes = await fan_out_once(tmp_path, ["ok1", "nullid1"])
     assert statuses(outcomes) == {"ok1": "ok", "nullid1": "tool_error"}
     assert outcomes[1].reason == "Parse error: message of 5000000 bytes exceeds the limit (-32700)"
+
+
+async def test_a_host_holding_the_most_of_the_gateways_memory_for_answers_is_refused_and_the_others_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One budget for every session's unfinished lines (16 MiB here). A host alone may pass it (its
+    own 80 MiB line cap bounds it): ``stall1`` holds 32 MiB of a line. When ``large1`` then answers
+    (once that is held), the holder of the most is refused with the budget's words and its bytes
+    freed, and ``large1``'s answer arrives. Before, nothing bounded the sum: ``stall1`` held its 32 MiB
+    until the fleet deadline, and 64 such hosts some 5 GiB."""
+    written = tmp_path / "written"
+    monkeypatch.setenv("STUB_WRITTEN", str(written))
+    monkeypatch.setenv("STUB_GATE", str(written))
+    names = ["stall1", "large1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path), line_budget=16 << 20).open() as pool:
+        with anyio.fail_after(DEADLINE):
+            outcomes = await Fleet(inventory, pool, deadline=DEADLINE).fan_out("x", {}, names, timeout=600)
+        assert pool.line_budget.held == 0
+    assert statuses(outcomes) == {"stall1": "remote_error", "large1": "ok"}
+    assert outcomes[0].reason == (
+        "the session ended mid-call: its answer did not fit the gateway's memory for answers in flight "
+        "(16 MiB across 2 hosts): ask fewer hosts at once or a smaller answer"
+    )
+    assert outcomes[1].result == {"answer": "x" * (1 << 20)}
+
+
+async def test_a_reused_session_refused_at_the_gateways_memory_is_not_asked_again_on_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``large1`` answered 40 MiB alone once (its session reused now); then, while ``stall1`` holds 32 MiB, its
+    answer of 40 MiB passes the 66 MiB budget holding more than ``stall1``: it is refused. A reused
+    session that died is asked once more on a new one, but this one did not die: asked again it would
+    answer the same, a second 40 MiB, for the same refusal. It starts once."""
+    written, starts = tmp_path / "written", tmp_path / "starts"
+    monkeypatch.setenv("STUB_WRITTEN", str(written))
+    monkeypatch.setenv("STUB_GATE", str(written))
+    monkeypatch.setenv("STUB_STARTS", str(starts))
+    monkeypatch.setenv("STUB_LARGE", str(40 << 20))
+    names = ["stall1", "large1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path), line_budget=66 << 20).open() as pool:
+        fleet = Fleet(inventory, pool, deadline=DEADLINE)
+        written.touch()
+        with anyio.fail_after(DEADLINE):
+            warm = await fleet.fan_out("x", {}, ["large1"], timeout=600)
+        assert statuses(warm) == {"large1": "ok"}
+        written.unlink()
+        refused: list[HostOutcome] = []
+
+        async def report(finished: Sequence[HostOutcome], asked: int) -> None:
+            refused.extend(o for o in finished if o.host == "large1")
+            if refused:
+                group.cancel_scope.cancel()  # stall1 would wait for the deadline
+
+        with anyio.fail_after(DEADLINE):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: fleet.fan_out("x", {}, names, timeout=600, report=report))
+    assert [o.status for o in refused] == ["remote_error"]
+    assert (
+        "did not fit the gateway's memory for answers in flight (66 MiB across 2 hosts)" in refused[0].reason
+    )
+    assert starts.read_text().split() == ["large1", "stall1"]

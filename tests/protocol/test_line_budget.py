@@ -1,0 +1,167 @@
+"""One memory budget for the unfinished lines of every session of a gateway: the I/O-free budget,
+and sessions sharing one over scripted peers in memory."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from sysmcp.protocol.client import ClientSession, PeerGone
+from sysmcp.protocol.framing import LineDecoder
+from sysmcp.protocol.linebudget import DEFAULT_LINE_BUDGET, LineBudget, default_line_budget
+
+pytestmark = pytest.mark.anyio
+
+KIB = 1 << 10
+WORDS = (
+    "its answer did not fit the gateway's memory for answers in flight (1 MiB across 2 hosts): "
+    "ask fewer hosts at once or a smaller answer"
+)
+
+
+# -- I/O-free -----------------------------------------------------------------------------------
+
+
+def test_past_the_budget_the_holder_of_the_most_is_refused_until_the_claim_fits() -> None:
+    mib = 1 << 20
+    budget = LineBudget(100 * mib)
+    refused: dict[str, str] = {}
+
+    def refuse(name: str) -> Any:
+        return lambda reason: refused.setdefault(name, reason)
+
+    assert budget.claim("a", 60 * mib, refuse("a")) and budget.claim("b", 30 * mib, refuse("b"))
+    assert budget.claim("c", 20 * mib, refuse("c"))  # 110: a, holding the most, is refused; b and c fit
+    assert list(refused) == ["a"] and (budget.held, budget.holders) == (50 * mib, 2)
+    assert refused["a"] == (
+        "its answer did not fit the gateway's memory for answers in flight (100 MiB across 3 hosts): "
+        "ask fewer hosts at once or a smaller answer"
+    )
+    assert not budget.claim("c", 80 * mib, refuse("c"))  # 110 again: c itself would hold the most
+    assert list(refused) == ["a", "c"] and (budget.held, budget.holders) == (30 * mib, 1)
+    assert "(100 MiB across 2 hosts)" in refused["c"]
+
+
+def test_a_holder_alone_is_never_refused_and_a_claim_replaces_what_it_held() -> None:
+    budget = LineBudget(10)
+    assert budget.claim("a", 1_000, lambda reason: pytest.fail(reason))
+    assert budget.claim("a", 5, lambda reason: pytest.fail(reason)) and budget.held == 5
+    assert budget.claim("a", 0, lambda reason: pytest.fail(reason)) and budget.holders == 0
+
+
+def test_the_default_budget_is_512_mib_or_an_eighth_of_physical_memory_if_less() -> None:
+    assert default_line_budget(None) == DEFAULT_LINE_BUDGET == 512 << 20
+    assert default_line_budget(64 << 30) == 512 << 20
+    assert default_line_budget(2 << 30) == 256 << 20
+
+
+def test_what_a_decoder_holds_after_a_chunk_is_known_before_it_is_fed() -> None:
+    decoder = LineDecoder(100)
+    for chunk in (b"abc", b"de\nfg", b"h\n", b"x" * 99, b"y" * 5, b"zz\nq"):
+        expected = decoder.held_after(chunk)
+        decoder.feed(chunk)
+        assert decoder.buffered == expected, chunk
+
+
+# -- sessions sharing one budget -----------------------------------------------------------------
+
+
+class Peer:
+    """A host's end of two in-memory byte streams, driven by the test."""
+
+    def __init__(self) -> None:
+        self.to_client, self.client_reads = anyio.create_memory_object_stream[bytes](1_000)
+        self.client_writes, self.from_client = anyio.create_memory_object_stream[bytes](100)
+
+    async def request_id(self) -> Any:
+        return json.loads(await self.from_client.receive())["id"]
+
+    async def send_in_chunks(self, data: bytes) -> None:
+        for start in range(0, len(data), 64 * KIB):
+            await self.to_client.send(data[start : start + 64 * KIB])
+
+
+def reply(msg_id: Any, size: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "result": {"answer": "x" * size}}).encode() + b"\n"
+
+
+async def two_hosts_one_budget(
+    first: int, second: int
+) -> tuple[dict[str, Any], ClientSession, ClientSession]:
+    """Host a sends ``first`` bytes of its reply line and stops; then host b sends its whole reply of
+    ``second`` bytes; then a ends its line. Their sessions share a budget of 1 MiB. What each call got."""
+    budget = LineBudget(1 << 20)
+    peers = {"a": Peer(), "b": Peer()}
+    sessions = {
+        name: ClientSession(peer.client_writes, peer.client_reads, name=name, line_budget=budget)
+        for name, peer in peers.items()
+    }
+    got: dict[str, Any] = {}
+
+    async def ask(name: str) -> None:
+        try:
+            got[name] = await sessions[name].request("tools/call", {})
+        except PeerGone as gone:
+            got[name] = str(gone)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for name in peers:
+                group.start_soon(sessions[name].run)
+                group.start_soon(ask, name)
+            ids = {name: await peer.request_id() for name, peer in peers.items()}
+            line_a = reply(ids["a"], 0)[:-4] + b"x" * first + b'"}}\n'
+            await peers["a"].send_in_chunks(line_a[:first])
+            await anyio.wait_all_tasks_blocked()  # a's reader holds it all
+            assert budget.held_by(sessions["a"]) == first
+            await peers["b"].send_in_chunks(reply(ids["b"], second))
+            await anyio.wait_all_tasks_blocked()
+            await peers["a"].send_in_chunks(line_a[first:])
+            while len(got) < 2:
+                await anyio.wait_all_tasks_blocked()
+            assert budget.held == 0
+            alive = {name: session.alive for name, session in sessions.items()}
+            group.cancel_scope.cancel()
+    assert alive == {"a": "a" not in refused_of(got), "b": "b" not in refused_of(got)}
+    return got, sessions["a"], sessions["b"]
+
+
+def refused_of(got: dict[str, Any]) -> set[str]:
+    return {name for name, value in got.items() if value == WORDS}
+
+
+async def test_a_host_stalled_holding_the_most_is_refused_and_the_host_answering_after_it_is_read() -> None:
+    """a holds 768 KiB of its line; b's answer of 512 KiB takes the sum past 1 MiB: a, holding the
+    most, is refused (its bytes freed at once) and b's answer arrives. Before, both were held whole,
+    without bound across sessions."""
+    got, a, b = await two_hosts_one_budget(768 * KIB, 512 * KIB)
+    assert got["a"] == WORDS and a.ended_here and a.unfinished == 0
+    assert got["b"] == {"answer": "x" * (512 * KIB)} and not b.ended_here
+
+
+async def test_a_host_whose_answer_would_hold_the_most_is_the_one_refused() -> None:
+    """a holds 300 KiB; b's answer of 900 KiB passes the budget while b would hold more than a: b is
+    refused, and a's answer, ended later, arrives whole."""
+    got, a, b = await two_hosts_one_budget(300 * KIB, 900 * KIB)
+    assert got["b"] == WORDS and b.ended_here and b.unfinished == 0
+    assert got["a"] == {"answer": "x" * (300 * KIB)} and not a.ended_here
+
+
+async def test_one_host_alone_reads_an_answer_longer_than_the_whole_budget() -> None:
+    budget = LineBudget(64 * KIB)
+    peer = Peer()
+    session = ClientSession(peer.client_writes, peer.client_reads, line_budget=budget)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(session.run)
+
+            async def answer() -> None:
+                await peer.send_in_chunks(reply(await peer.request_id(), 4 << 20))
+
+            group.start_soon(answer)
+            result = await session.request("tools/call", {})
+            group.cancel_scope.cancel()
+    assert result == {"answer": "x" * (4 << 20)} and budget.held == 0
