@@ -482,6 +482,20 @@ print(repr((found.integrity.added, found.integrity.removed, getattr(found.integr
 """
 
 
+def compared_as_squashed_root(clock: Clock, state: Path, root: Path) -> str:
+    """What ``SQUASHED_ROOT`` prints: the comparison made by root without its read-anything
+    capabilities (root on a root-squashed NFS export)."""
+    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(state), str(root)]
+    done = subprocess.run(
+        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_baseline_files_still_there_that_root_squashed_cannot_read_now_are_unreadable_not_removed(
     root: Path, tmp_path: Path, clock: Clock
 ) -> None:
@@ -500,16 +514,9 @@ def test_baseline_files_still_there_that_root_squashed_cannot_read_now_are_unrea
     for theirs, mode in (("locked", 0o600), ("closed", 0o700)):  # another user's, theirs alone to read
         os.chown(root / theirs, 4321, 4321)
         os.chmod(root / theirs, mode)
-    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
-    done = subprocess.run(
-        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    squashed = compared_as_squashed_root(clock, tmp_path / "state", root)
     # the directory it cannot list now is named too: a file added in it could not be seen
-    assert done.stdout == repr(([], [b"gone"], [b"closed/", b"closed/f", b"locked"])) + "\n"
+    assert squashed == repr(([], [b"gone"], [b"closed/", b"closed/f", b"locked"])) + "\n"
 
 
 def test_an_implant_this_user_cannot_read_now_is_added_or_unreadable_never_left_out(
@@ -530,15 +537,8 @@ def test_an_implant_this_user_cannot_read_now_is_added_or_unreadable_never_left_
     for theirs, mode in (("implant", 0o600), ("hid", 0o700)):
         os.chown(root / theirs, 4321, 4321)
         os.chmod(root / theirs, mode)
-    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
-    done = subprocess.run(
-        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == repr(([b"implant"], [], [b"hid/"])) + "\n"
+    squashed = compared_as_squashed_root(clock, tmp_path / "state", root)
+    assert squashed == repr(([b"implant"], [], [b"hid/"])) + "\n"
 
 
 def test_what_a_baseline_could_not_read_and_root_squashed_cannot_read_now_stays_unreadable_never_added(
@@ -564,15 +564,8 @@ def test_what_a_baseline_could_not_read_and_root_squashed_cannot_read_now_stays_
     for theirs, mode in (("locked", 0o600), *((d, 0o700) for d in shut)):  # another user's alone
         os.chown(root / theirs, 4321, 4321)
         os.chmod(root / theirs, mode)
-    probe = [sys.executable, "-c", SQUASHED_ROOT, str(clock.now), str(tmp_path / "state"), str(root)]
-    done = subprocess.run(
-        ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *probe],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == repr(([b"new"], [], [b"locked", *(f"{d}/".encode() for d in shut)])) + "\n"
+    squashed = compared_as_squashed_root(clock, tmp_path / "state", root)
+    assert squashed == repr(([b"new"], [], [b"locked", *(f"{d}/".encode() for d in shut)])) + "\n"
 
 
 def test_unreadable_files_past_the_bound_are_counted_as_unrecorded_not_named(
