@@ -394,7 +394,9 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
             result.metadata.append((path, what))
             result.files[path] = (a, b)
     result.content.sort()
-    result.metadata.sort()
+    # A change of mode, owner or mtime first, then the files whose ctime alone moved: a hard-linking
+    # backup moves every file's ctime, and the few examples shown must not all be those
+    result.metadata.sort(key=lambda item: (item[1] == CTIME_ALONE, item[0]))
     return result
 
 
@@ -440,7 +442,11 @@ def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:
         )
         if x != y
     )
-    return ("ctime",) if not what and ctime_only(a, b) else what
+    return CTIME_ALONE if not what and ctime_only(a, b) else what
+
+
+#: What ``BaselineDiff.metadata`` says of a file whose ctime alone moved.
+CTIME_ALONE = ("ctime",)
 
 
 def ctime_only(a: BaselineFile, b: BaselineFile) -> bool:

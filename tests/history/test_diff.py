@@ -482,10 +482,10 @@ def test_ctime_is_compared_where_both_records_have_it_and_named_only_when_nothin
     )
     diff = diff_baselines(old, new)
     assert diff.content == [b"forged", b"touched"]
-    assert diff.metadata == [
-        (b"chmod_undone", ("ctime",)),
+    assert diff.metadata == [  # ctime alone after the rest
         (b"chmodded", ("mode",)),
         (b"chowned", ("owner",)),
+        (b"chmod_undone", ("ctime",)),
     ]
     assert diff.unread_then == [b"left", b"old_unread"]
     assert diff.unreadable == [b"still", b"taken", b"taken_same"]
@@ -494,3 +494,21 @@ def test_ctime_is_compared_where_both_records_have_it_and_named_only_when_nothin
         f("", ctime=9.0),
     )
     assert b"taken_same" not in diff.files and not diff.added and not diff.removed
+
+
+def test_a_change_of_mode_owner_or_mtime_comes_before_the_files_whose_ctime_alone_moved() -> None:
+    """A backup that hard-links a tree (``cp -al``, rsnapshot) moves every file's ctime: each is metadata
+    changed. A file made world-writable among them is listed first, not after every file named before it,
+    where the examples shown (the first few) would leave it out."""
+
+    def f(mode: int = 0o644, ctime: float = 5.0) -> BaselineFile:
+        return BaselineFile("ab", 10, 1.0, mode, 0, 0, ctime)
+
+    names = [b"f%02d.conf" % i for i in range(20)]
+    old = Baseline(SERIES, 0.0, "sha256", {name: f() for name in names})
+    new = Baseline(
+        SERIES, 1.0, "sha256", {name: f(0o666 if name == b"f19.conf" else 0o644, 9.0) for name in names}
+    )
+    diff = diff_baselines(old, new)
+    assert diff.metadata[0] == (b"f19.conf", ("mode",))
+    assert diff.metadata[1:] == [(name, ("ctime",)) for name in names[:19]]
