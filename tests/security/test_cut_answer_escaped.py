@@ -1,5 +1,6 @@
 """A cut answer's whole text, read back with ``resources/read``, is escaped as the answer itself is: the
-link hands over the rest of the same answer, not a raw copy of it."""
+link hands over the rest of the same answer, not a raw copy of it; and the budget holds for the text as
+sent, escaped."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ async def test_the_whole_text_of_a_cut_answer_is_escaped_as_the_answer_is() -> N
         result = reply["result"]
         text = result["content"][0]["text"]
         assert "answer cut at" in text and "\x1b" not in text and "\u202e" not in text
+        assert len(text) <= ANSWER_BUDGET  # measured as sent: escaping lengthens it
         uri = next(block["uri"] for block in result["content"] if block["type"] == "resource_link")
         client.request(2, "resources/read", {"uri": uri})
         whole = (await client.next())["result"]["contents"][0]["text"]
