@@ -512,3 +512,18 @@ def test_a_change_of_mode_owner_or_mtime_comes_before_the_files_whose_ctime_alon
     diff = diff_baselines(old, new)
     assert diff.metadata[0] == (b"f19.conf", ("mode",))
     assert diff.metadata[1:] == [(name, ("ctime",)) for name in names[:19]]
+
+
+def test_a_digest_that_changed_comes_before_the_unread_files_that_may_have_changed() -> None:
+    """Files unreadable at the baseline whose ctime moved (a hard-linking backup moves every one) may
+    have changed: content changed, not compared. A file whose digest changed is listed before them, and
+    one unreadable then whose size changed (another content, surely) too."""
+
+    def f(digest: str, size: int = 10, ctime: float = 5.0) -> BaselineFile:
+        return BaselineFile(digest, size, 1.0, 0o600, 0, 0, ctime)
+
+    unread = {b"a%02d" % i: Unread("permission denied", seen=f("")) for i in range(12)}
+    old = Baseline(SERIES, 0.0, "sha256", {b"z_real": f("1")}, unread={**unread, b"b_grown": unread[b"a00"]})
+    files = {name: f("9", ctime=9.0) for name in unread} | {b"z_real": f("2"), b"b_grown": f("8", size=20)}
+    diff = diff_baselines(old, Baseline(SERIES, 1.0, "sha256", files))
+    assert diff.content == [b"b_grown", b"z_real", *sorted(unread)]

@@ -1157,3 +1157,5 @@ def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell(
         "1970-01-01T00:00:00Z (metadata or content changed; content not compared))",
     ):
         assert line + "\n" in text + "\n", (line, text)
+    # the counts say how many of each only may have changed, or moved in ctime alone
+    assert "2 content changed (1 not compared: may have), 1 metadata changed (1 in ctime alone)" in text, text
