@@ -393,8 +393,12 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
         if what:
             result.metadata.append((path, what))
             result.files[path] = (a, b)
-    result.content.sort()
-    result.metadata.sort()
+    # Digests that differ (or sizes) first, then the files unreadable at the baseline whose mtime or
+    # ctime alone moved, which may have changed: a hard-linking backup moves every file's ctime
+    result.content.sort(key=lambda path: (not_compared(result.files[path]), path))
+    # A change of mode, owner or mtime first, then the files whose ctime alone moved: a hard-linking
+    # backup moves every file's ctime, and the few examples shown must not all be those
+    result.metadata.sort(key=lambda item: (item[1] == CTIME_ALONE, item[0]))
     return result
 
 
@@ -440,7 +444,18 @@ def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:
         )
         if x != y
     )
-    return ("ctime",) if not what and ctime_only(a, b) else what
+    return CTIME_ALONE if not what and ctime_only(a, b) else what
+
+
+def not_compared(pair: tuple[BaselineFile, BaselineFile]) -> bool:
+    """Whether a file in ``BaselineDiff.content`` only may have changed: unreadable at the baseline
+    (no digest to compare) and of the same size, its mtime or ctime moved."""
+    then, now = pair
+    return not then.digest and then.size == now.size
+
+
+#: What ``BaselineDiff.metadata`` says of a file whose ctime alone moved.
+CTIME_ALONE = ("ctime",)
 
 
 def ctime_only(a: BaselineFile, b: BaselineFile) -> bool:

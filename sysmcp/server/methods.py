@@ -336,18 +336,21 @@ class Server:
 
     def _bounded(self, output: ToolOutput, ctx: RequestContext) -> ToolOutput:
         """The answer, its text cut at a line within ``ANSWER_BUDGET`` when longer, saying what it left
-        out and linking the whole text (kept in the result store)."""
-        if len(output.text) <= ANSWER_BUDGET:
+        out and linking the whole text (kept in the result store). Escaped first (``printable_text``), so
+        the budget holds for the text as sent and the whole text the link hands over, read back with
+        ``resources/read``, is the same answer as escaped as the part shown."""
+        text = printable_text(output.text)
+        if len(text) <= ANSWER_BUDGET:
             return output
-        head = output.text[: ANSWER_BUDGET - 400]  # room for the lines saying what was cut
+        head = text[: ANSWER_BUDGET - 400]  # room for the lines saying what was cut
         head = head[: head.rfind("\n")] if "\n" in head else head
-        rest = output.text[len(head) :]
+        rest = text[len(head) :]
         note = (
             f"{head}\n… answer cut at {ANSWER_BUDGET:,} characters: {plural(rest.count(chr(10)) + 1, 'more line')} "
             f"({len(rest):,} characters) not shown."
         )
         tail, links = ToolContext(ctx, self.paths, self.results).keep_linked(
-            "answer.txt", output.text, description="The whole text answer", label="The whole answer"
+            "answer.txt", text, description="The whole text answer", label="The whole answer"
         )
         return dataclasses.replace(output, text=note + tail, links=(*output.links, *links))
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.diff import ctime_only
+from sysmcp.history.diff import CTIME_ALONE, ctime_only, not_compared
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -690,7 +690,15 @@ def _integrity_lines(
         kinds["unreadable_at_baseline"] = integrity.unread_then
     if integrity.not_comparable:
         kinds["not_comparable"] = integrity.not_comparable
-    counts = ", ".join(f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}" for k, v in kinds.items())
+    # how many of the metadata changed moved in ctime alone (listed after the rest): a hard-linking
+    # backup moves every file's, and the count tells such a sweep from a change of mode or owner
+    ctime_alone = sum(what == CTIME_ALONE for _, what in integrity.metadata)
+    told = {"metadata_changed": f" ({ctime_alone:,} in ctime alone)"} if ctime_alone else {}
+    if maybe := sum(not_compared(integrity.files[p]) for p in integrity.content):  # listed after the rest
+        told["content_changed"] = f" ({maybe:,} not compared: may have)"
+    counts = ", ".join(
+        f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}{told.get(k, '')}" for k, v in kinds.items()
+    )
     checked = (
         f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
         if integrity.not_checked

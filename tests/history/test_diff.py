@@ -482,10 +482,10 @@ def test_ctime_is_compared_where_both_records_have_it_and_named_only_when_nothin
     )
     diff = diff_baselines(old, new)
     assert diff.content == [b"forged", b"touched"]
-    assert diff.metadata == [
-        (b"chmod_undone", ("ctime",)),
+    assert diff.metadata == [  # ctime alone after the rest
         (b"chmodded", ("mode",)),
         (b"chowned", ("owner",)),
+        (b"chmod_undone", ("ctime",)),
     ]
     assert diff.unread_then == [b"left", b"old_unread"]
     assert diff.unreadable == [b"still", b"taken", b"taken_same"]
@@ -529,3 +529,36 @@ def test_a_disks_filesystem_and_an_anonymous_devices_with_one_fsid_are_two() -> 
     assert not same_filesystem("0:40/e8c698506b21c335", "254:0/e8c698506b21c335")
     assert same_filesystem("0:41/e8c698506b21c335", "0:43/e8c698506b21c335")
     assert same_filesystem("8:16/7ddf171c21b65d2", "8:32/7ddf171c21b65d2")  # a USB disk named anew
+
+
+def test_a_change_of_mode_owner_or_mtime_comes_before_the_files_whose_ctime_alone_moved() -> None:
+    """A backup that hard-links a tree (``cp -al``, rsnapshot) moves every file's ctime: each is metadata
+    changed. A file made world-writable among them is listed first, not after every file named before it,
+    where the examples shown (the first few) would leave it out."""
+
+    def f(mode: int = 0o644, ctime: float = 5.0) -> BaselineFile:
+        return BaselineFile("ab", 10, 1.0, mode, 0, 0, ctime)
+
+    names = [b"f%02d.conf" % i for i in range(20)]
+    old = Baseline(SERIES, 0.0, "sha256", {name: f() for name in names})
+    new = Baseline(
+        SERIES, 1.0, "sha256", {name: f(0o666 if name == b"f19.conf" else 0o644, 9.0) for name in names}
+    )
+    diff = diff_baselines(old, new)
+    assert diff.metadata[0] == (b"f19.conf", ("mode",))
+    assert diff.metadata[1:] == [(name, ("ctime",)) for name in names[:19]]
+
+
+def test_a_digest_that_changed_comes_before_the_unread_files_that_may_have_changed() -> None:
+    """Files unreadable at the baseline whose ctime moved (a hard-linking backup moves every one) may
+    have changed: content changed, not compared. A file whose digest changed is listed before them, and
+    one unreadable then whose size changed (another content, surely) too."""
+
+    def f(digest: str, size: int = 10, ctime: float = 5.0) -> BaselineFile:
+        return BaselineFile(digest, size, 1.0, 0o600, 0, 0, ctime)
+
+    unread = {b"a%02d" % i: Unread("permission denied", seen=f("")) for i in range(12)}
+    old = Baseline(SERIES, 0.0, "sha256", {b"z_real": f("1")}, unread={**unread, b"b_grown": unread[b"a00"]})
+    files = {name: f("9", ctime=9.0) for name in unread} | {b"z_real": f("2"), b"b_grown": f("8", size=20)}
+    diff = diff_baselines(old, Baseline(SERIES, 1.0, "sha256", files))
+    assert diff.content == [b"b_grown", b"z_real", *sorted(unread)]

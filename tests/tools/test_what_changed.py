@@ -1085,6 +1085,37 @@ async def test_a_readable_file_whose_mode_was_changed_and_changed_back_is_metada
     ) in output.text, output.text
 
 
+async def test_a_hard_linked_backup_of_the_tree_buries_no_mode_change_under_ctime_alone(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A backup that hard-links the tree (``cp -al``, rsnapshot) moves every file's ctime, so every file
+    is metadata changed. The count says how many moved in ctime alone, and a file made world-writable is
+    the first example shown, not one left among those not shown."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    etc = tmp_path / "etc"
+    for i in range(15):
+        write(etc / f"f{i:02}.conf", 100)
+    args = validate_arguments(HASH_INPUT, {"path": str(etc), "baseline": True})
+    assert "Integrity baseline of 15 files kept" in (await hash_tree(args, context())).text
+    before = (etc / "f00.conf").stat()
+    backup = tmp_path / "backup"
+    while (etc / "f00.conf").stat().st_ctime_ns == before.st_ctime_ns:  # until the kernel's clock ticks
+        shutil.rmtree(backup, ignore_errors=True)
+        backup.mkdir()
+        for i in range(15):
+            os.link(etc / f"f{i:02}.conf", backup / f"f{i:02}.conf")
+    os.chmod(etc / "f14.conf", 0o666)
+    clock.now += 3600
+    output = await call(path=str(etc), since="2h", top_n=5)
+    result = output.structured["integrity"]
+    assert result["metadata_changed"] == 15, output.text
+    assert result["examples"]["metadata_changed"][0] == f"{etc}/f14.conf", output.text
+    assert "0 content changed, 15 metadata changed (14 in ctime alone)" in output.text, output.text
+    assert f"  metadata changed: {etc}/f14.conf (mode 0644 → 0666" in output.text, output.text
+
+
 def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell() -> None:
     """A ctime alone moved says the inode changed: with the content the same (metadata changed), with
     another digest nothing more (content changed), and where the content was not compared (unreadable
@@ -1126,3 +1157,5 @@ def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell(
         "1970-01-01T00:00:00Z (metadata or content changed; content not compared))",
     ):
         assert line + "\n" in text + "\n", (line, text)
+    # the counts say how many of each only may have changed, or moved in ctime alone
+    assert "2 content changed (1 not compared: may have), 1 metadata changed (1 in ctime alone)" in text, text
