@@ -79,8 +79,8 @@ def test_without_o_path_a_path_under_a_directory_that_may_be_searched_not_read_i
         (shut / "open").mkdir(parents=True)
         os.chmod(shut, 0o711)
         probe = (
-            "import runpy\n"
-            f"runpy.run_path({str(PROFILE_DIR / 'sitecustomize.py')!r})\n"
+            "import os, runpy\n"  # the profile, unless this run's PYTHONPATH gave it already
+            f"hasattr(os, 'O_PATH') and runpy.run_path({str(PROFILE_DIR / 'sitecustomize.py')!r})\n"
             "from sysmcp import platform\n"
             "assert not platform.has_o_path()\n"
             "from sysmcp.engine.mounts import statvfs_usage\n"

@@ -99,7 +99,8 @@ async def test_a_symlinks_target_with_a_newline_cannot_forge_a_line_of_an_answer
         ("hash_tree", {"path": str(link)}),
         ("what_changed", {"path": str(link)}),
         ("reclaim_plan", {"path": str(link)}),
-        ("deleted_open_files", {"path": str(link)}),
+        # without /proc (macOS) deleted_open_files names no path at all, the forged one included
+        *([] if UNDER_POSIX_PROFILE else [("deleted_open_files", {"path": str(link)})]),
         ("verify_checksums", {"manifest": f"{link}/SHA256SUMS"}),
         ("file_sha256", {"path": f"{link}/missing"}),
         ("dir_usage", {"path": f"{link}/file"}),
