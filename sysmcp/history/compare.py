@@ -29,7 +29,7 @@ from sysmcp.history.diff import (
     Growth,
     ScanDiff,
     diff_baselines,
-    diff_scans,
+    diff_scan_rows,
     fill_rate,
     growth_between,
     most_lost,
@@ -44,7 +44,7 @@ from sysmcp.history.recording import (
     unreadable_of,
 )
 from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
-from sysmcp.history.store import Store
+from sysmcp.history.store import DirRows, Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
 FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
@@ -152,6 +152,11 @@ def compare(
     def left() -> float:
         return asked.timeout_s - (monotonic() - started)
 
+    def stop() -> str | None:
+        """Asked while the snapshots are compared: a cancel raises, the budget spent stops."""
+        cancel()
+        return "its time budget ran out" if left() <= 0 else None
+
     def finish() -> Findings:
         _integrity(found, store, asked, left(), cancel)
         return _disk(found, store, asked)
@@ -189,7 +194,7 @@ def compare(
             return finish()
         found.new, found.fresh = done.snapshot, True
     elif newest is not None:
-        found.new = store.load_scan(newest.id)
+        found.new = store.load_scan(newest.id, dirs=False)
         found.unread = None if found.new is not None else store.unread()  # not read is not "none"
     if found.new is None or found.new.id is None:
         return finish()
@@ -199,14 +204,35 @@ def compare(
         if old_info is not None:
             found.oldest_instead = old_info.taken
     if old_info is not None:
-        found.old = store.load_scan(old_info.id)
+        found.old = store.load_scan(old_info.id, dirs=False)
         found.unread = None if found.old is not None else store.unread()
     if found.old is not None:
-        visible = asked.visible
-        found.diff = diff_scans(_filtered(found.old, visible), _filtered(found.new, visible))
-        if found.fresh:
+        found.diff = _diff(found.old, found.new, found.fresh, store, asked, stop)
+        found.unread = None if found.diff is not None else store.unread()
+        if found.diff is not None and found.fresh:
             _look_again(found.diff, series.root)
     return finish()
+
+
+def _diff(
+    old: ScanSnapshot,
+    new: ScanSnapshot,
+    fresh: bool,
+    store: Store,
+    asked: Comparison,
+    stop: Callable[[], str | None],
+) -> ScanDiff | None:
+    """The two snapshots diffed as their directories are read from the store in name order (the
+    fresh scan's from memory), so neither is held whole; None when the store could not be read."""
+    visible = asked.visible
+    shown = _shown(visible, old.series.root)
+
+    def work(rows: DirRows) -> ScanDiff:
+        assert new.id is not None and old.id is not None
+        new_rows = iter(sorted(new.dirs.items())) if fresh else rows(new.id)
+        return diff_scan_rows(_head(old, visible), _head(new, visible), rows(old.id), new_rows, stop, shown)
+
+    return store.with_dir_rows(work, None)
 
 
 def _look_again(diff: ScanDiff, root: bytes) -> None:
@@ -233,10 +259,11 @@ def _shown(visible: Callable[[bytes | str], bool], root: bytes) -> Callable[[byt
     return lambda rel: bool(visible(os.path.join(root, rel) if rel else root))
 
 
-def _filtered(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:
-    """The snapshot with only what the roots in force let this call show."""
+def _head(snap: ScanSnapshot, visible: Callable[[bytes | str], bool]) -> ScanSnapshot:
+    """The snapshot as the diff takes it beside its directories' rows: of its directories only the
+    root's totals, and only what the roots in force let this call show."""
     ok = _shown(visible, snap.series.root)
-    dirs = {p: d for p, d in snap.dirs.items() if ok(p)}
+    dirs = {b"": snap.dirs[b""]} if b"" in snap.dirs and ok(b"") else {}
     files = [f for f in snap.files if ok(f.path)]
     return ScanSnapshot(snap.series, snap.taken, snap.partial, snap.threshold, dirs, files, snap.id)
 

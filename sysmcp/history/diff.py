@@ -9,7 +9,7 @@ appeared or disappeared (or, for ``appeared``, one that was below the old snapsh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from sysmcp.history.snapshots import (
@@ -26,6 +26,7 @@ from sysmcp.history.snapshots import (
 
 DAY = 86400.0
 _ABSENT = DirTotals(0, 0, 0)  # the totals of a side the directory is missing from
+STOP_EVERY = 4096  # directories merged between two asks whether to stop
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +87,30 @@ class ScanDiff:
     unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
     new_maybe_grown: bool = False  # the older list was full: a file new to it may have been smaller then
     notes: list[str] = field(default_factory=list)  # what limits the comparison
+    stopped: str | None = None  # why comparing the directories stopped before the end (the budget)
+    compared: int = 0  # directories merged when it stopped
 
 
 def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     """What changed from ``old`` to ``new``, largest changes first (by the size of the change)."""
+    return diff_scan_rows(old, new, sorted(old.dirs.items()), sorted(new.dirs.items()))
+
+
+def diff_scan_rows(
+    old: ScanSnapshot,
+    new: ScanSnapshot,
+    old_rows: Iterable[tuple[bytes, DirTotals]],
+    new_rows: Iterable[tuple[bytes, DirTotals]],
+    stop: Callable[[], str | None] = lambda: None,
+    shown: Callable[[bytes], bool] = lambda path: True,
+) -> ScanDiff:
+    """``diff_scans`` over each side's directories as rows in byte order of their names (as SQLite
+    orders a BLOB key), ``old`` and ``new`` giving the rest (their times, series, root totals, files):
+    the two lists are merged as they come, so only the changes are held, never both snapshots.
+    ``stop`` is asked every ``STOP_EVERY`` rows; the reason it gives (the budget ran out) ends the
+    comparison as not comparable, with ``stopped`` that reason and ``compared`` the rows merged by
+    then: changes of only some directories would misstate the whole. A cancel raises from ``stop``.
+    A directory ``shown`` refuses (the roots in force hide it) is left out of both sides."""
     seconds = new.taken - old.taken
     if not same_filesystem(old.series.fs_id, new.series.fs_id):
         why = "a different filesystem is mounted there now (its identity changed): the two are not compared"
@@ -106,9 +127,28 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
     elif seconds == 0:
         result.notes.append("the two snapshots have the same time: no rates")
     changes = []
-    held_below = _newest_held_below(new)
-    for path in old.dirs.keys() | new.dirs.keys():
-        before, after = old.dirs.get(path), new.dirs.get(path)
+    # Directories modified in place (same totals, a newer newest mtime), by name, with that mtime: one
+    # is left out when a directory below it, which comes after it in name order, holds that same mtime
+    # (the change is the subdirectory's, and only the deepest one is named).
+    rewritten_in: dict[bytes, float] = {}
+    held: set[bytes] = set()
+    merged = 0
+    for path, before, after in _merged(old_rows, new_rows):
+        merged += 1
+        if merged % STOP_EVERY == 0 and (halt := stop()) is not None:
+            said = (
+                f"comparing the two snapshots stopped early ({halt}) after {merged:,} directories in name "
+                "order: what changed is not known"
+            )
+            return ScanDiff(False, said, old, new, seconds, stopped=halt, compared=merged)
+        if not shown(path):
+            continue
+        if rewritten_in and after is not None and after.newest is not None and path:
+            parent = path
+            while parent:
+                parent = _parent(parent)
+                if rewritten_in.get(parent) == after.newest:
+                    held.add(parent)
         delta = (after or _ABSENT).disk - (before or _ABSENT).disk
         delta_apparent = (after or _ABSENT).apparent - (before or _ABSENT).apparent
         if before is None:
@@ -116,18 +156,17 @@ def diff_scans(old: ScanSnapshot, new: ScanSnapshot) -> ScanDiff:
         elif after is None:
             kind = "disappeared"
         elif delta == 0 and delta_apparent == 0:
-            # Files rewritten in place: the same totals, a newer newest mtime (both known), unless the
-            # rewritten file is in a subdirectory listed itself.
-            rewritten = (
-                before.newest is not None and after.newest is not None and after.newest > before.newest
-            )
-            if not rewritten or (path, after.newest) in held_below:
+            # Files rewritten in place: the same totals, a newer newest mtime (both known).
+            if before.newest is None or after.newest is None or after.newest <= before.newest:
                 continue
+            rewritten_in[path] = after.newest
             kind = "modified"
         else:
             kind = "grew" if delta > 0 or (delta == 0 and delta_apparent > 0) else "shrank"
         per_day = delta * DAY / seconds if seconds > 0 and kind != "modified" else None
         changes.append(DirChange(path, kind, before, after, delta, delta_apparent, per_day, before is None))
+    if held:
+        changes = [c for c in changes if c.kind != "modified" or c.path not in held]
     changes.sort(key=lambda c: (-abs(c.delta), c.path))
     result.total_delta = new.total.disk - old.total.disk
     changes = [c for c in changes if c.path != b""]
@@ -191,18 +230,23 @@ def _parent(path: bytes) -> bytes:
     return path.rpartition(b"/")[0]
 
 
-def _newest_held_below(snap: ScanSnapshot) -> set[tuple[bytes, float]]:
-    """(directory, mtime) pairs where a kept subdirectory holds that newest mtime: the directory's
-    change is then the subdirectory's, and only the deepest one is named."""
-    held: set[tuple[bytes, float]] = set()
-    for path, totals in snap.dirs.items():
-        if totals.newest is None or not path:
-            continue
-        parent = path
-        while parent:
-            parent = _parent(parent)
-            held.add((parent, totals.newest))
-    return held
+def _merged(
+    old_rows: Iterable[tuple[bytes, DirTotals]], new_rows: Iterable[tuple[bytes, DirTotals]]
+) -> Iterator[tuple[bytes, DirTotals | None, DirTotals | None]]:
+    """Each name of either side, in byte order, with its totals then and now (None: not there)."""
+    olds, news = iter(old_rows), iter(new_rows)
+    old, new = next(olds, None), next(news, None)
+    while old is not None or new is not None:
+        if new is None or (old is not None and old[0] < new[0]):
+            assert old is not None
+            yield old[0], old[1], None
+            old = next(olds, None)
+        elif old is None or new[0] < old[0]:
+            yield new[0], None, new[1]
+            new = next(news, None)
+        else:
+            yield old[0], old[1], new[1]
+            old, new = next(olds, None), next(news, None)
 
 
 def attribute(changes: Sequence[DirChange], total: int, share: float = 0.5) -> Attribution:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from sysmcp import platform
 from sysmcp.engine.opens import closing_fd
@@ -51,6 +51,8 @@ HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
 VACUUM_FREE_SHARE = 4  # a prune gives space back (VACUUM) only when a quarter or more of the pages are free
 
 T = TypeVar("T")
+#: A snapshot's directories by its id: (relative name, totals), in byte order of the names.
+DirRows: TypeAlias = Callable[[int], Iterator[tuple[bytes, DirTotals]]]
 log = get_logger("sysmcp.history")
 _said: set[tuple[str, str]] = set()  # (event, error) already logged by this process
 
@@ -539,14 +541,30 @@ class Store:
 
         return self._read(work, [])
 
-    def load_scan(self, sid: int) -> ScanSnapshot | None:
-        loaded = self._load(sid, "scan", "threshold", _DIRS_OF, _FILES_OF)
+    def load_scan(self, sid: int, *, dirs: bool = True) -> ScanSnapshot | None:
+        """A scan snapshot; with ``dirs`` False only its root's totals of its directories (a million
+        rows are read as they are compared instead: ``with_dir_rows``)."""
+        loaded = self._load(sid, "scan", "threshold", _DIRS_OF if dirs else _ROOT_OF, _FILES_OF)
         if loaded is None:
             return None
-        (series, taken, partial, threshold), (dirs, files) = loaded
-        totals = {bytes(p): DirTotals(d, a, f, n) for p, d, a, f, n in dirs}
+        (series, taken, partial, threshold), (dirs_of, files) = loaded
+        totals = {bytes(p): DirTotals(d, a, f, n) for p, d, a, f, n in dirs_of}
         rows = [FileRow(bytes(p), d, a, m) for p, d, a, m in files]
         return ScanSnapshot(series, taken, partial, threshold, totals, rows, sid)
+
+    def with_dir_rows(self, work: Callable[[DirRows], T], default: T) -> T:
+        """``work`` given the directories of any scan snapshot as rows, in byte order of their names,
+        read as they are asked for on one connection; ``default`` when the store cannot be read
+        (``unread`` says why). An exception ``work`` raises (a cancel) ends the reading."""
+
+        def read(db: sqlite3.Connection) -> T:
+            def rows(sid: int) -> Iterator[tuple[bytes, DirTotals]]:
+                for p, d, a, f, n in db.execute(_DIRS_IN_ORDER, (sid,)):
+                    yield bytes(p), DirTotals(d, a, f, n)
+
+            return work(rows)
+
+        return self._read(read, default)
 
     def _load(
         self, sid: int, kind: str, column: str, *queries: str
@@ -765,6 +783,8 @@ class Store:
 _DELETE = "DELETE FROM snapshots WHERE id = ?"
 _MAX_INTEGER = (1 << 63) - 1  # SQLite's largest: a larger limit (``sysmcp history --limit 1e30``) is all
 _DIRS_OF = "SELECT path, disk, apparent, files, newest FROM dirs WHERE snapshot = ?"
+_DIRS_IN_ORDER = _DIRS_OF + " ORDER BY path"  # the primary key's order: no sort
+_ROOT_OF = _DIRS_OF + " AND path = x''"
 _FILES_OF = "SELECT path, disk, apparent, mtime FROM files WHERE snapshot = ?"
 _BASELINE_FILES_OF = (
     "SELECT path, digest, size, mtime, mode, uid, gid, ctime FROM baseline_files WHERE snapshot = ?"

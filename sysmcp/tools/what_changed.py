@@ -271,7 +271,7 @@ class WhatChanged:
     current: Opt[StoredScan | None] = prop("The newer snapshot compared.")
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
-    complete: bool = prop("False when either scan was partial.")
+    complete: bool = prop("False when either scan was partial, or comparing them stopped early.")
     seconds: Opt[float | None] = prop("Time between the two snapshots.")
     total_delta_bytes: int = prop("Disk bytes under path, newer minus older.")
     attribution: Opt[Share | None] = prop("How much of the growth the listed directories explain.")
@@ -377,7 +377,8 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     lines: list[str] = []
     diff = found.diff
     old, new = found.old, found.new
-    complete = not ((old and old.partial) or (new and new.partial))
+    cut = diff.stopped if diff is not None else None  # comparing the two stopped before the end
+    complete = not ((old and old.partial) or (new and new.partial) or cut)
     threshold = max(old.threshold, new.threshold) if old and new else None
     notes = notes_of(found)
     shares: dict[str, Share | None] = {"grew": None, "shrank": None}
@@ -387,7 +388,12 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     shrunk: list[ShrunkFile] = []
     larger: list[ShrunkFile] = []
     full: str | None = None
-    if not complete:
+    if cut is not None:
+        lines.append(
+            f"PARTIAL RESULT: comparing the two snapshots stopped early ({cut}): no change is named, as "
+            "those of only some directories would misstate the whole; a larger timeout_s gives it more time."
+        )
+    elif not complete:
         lines.append(
             "PARTIAL RESULT: the scan made now stopped early (its time budget): it is compared with no snapshot, "
             "as directories it did not reach would look gone."

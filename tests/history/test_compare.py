@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -21,11 +22,11 @@ from sysmcp.engine.opens._safeopen import _step as step
 from sysmcp.engine.usage import UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.history.compare import Comparison, Findings, compare
-from sysmcp.history.diff import BaselineDiff
+from sysmcp.history.diff import STOP_EVERY, BaselineDiff
 from sysmcp.history.recording import Unreadable, baseline_of, record_baseline, record_scan, series_of
-from sysmcp.history.snapshots import ScanSnapshot, Unread
+from sysmcp.history.snapshots import DirTotals, ScanSnapshot, Unread
 from sysmcp.history.store import Store
-from sysmcp.tools.what_changed import notes_of
+from sysmcp.tools.what_changed import notes_of, render
 
 MiB = 1 << 20
 DAY = 86400.0
@@ -618,14 +619,14 @@ class HeldWhileLoading(Store):
 
     holder: sqlite3.Connection | None = None
 
-    def load_scan(self, sid: int) -> ScanSnapshot | None:
+    def load_scan(self, sid: int, *, dirs: bool = True) -> ScanSnapshot | None:
         if self.holder is None:
             self.close()  # this thread's connection: the exclusive lock needs it gone
             self.holder = sqlite3.connect(self.path, isolation_level=None)
             self.holder.execute("PRAGMA locking_mode = EXCLUSIVE")
             self.holder.execute("BEGIN EXCLUSIVE")
             self.holder.execute("COMMIT")
-        return super().load_scan(sid)
+        return super().load_scan(sid, dirs=dirs)
 
 
 def test_a_snapshot_that_could_not_be_loaded_is_said_unread_not_none(
@@ -648,3 +649,68 @@ def test_a_snapshot_that_could_not_be_loaded_is_said_unread_not_none(
             store.holder.close()
     assert found.diff is None and found.unread is not None and "locked" in found.unread, found
     assert any(note.startswith("the history store could not be read") for note in notes_of(found))
+
+
+def two_large_snapshots(root: Path, store: Store, clock: Clock, dirs: int) -> Comparison:
+    """Two snapshots of ``dirs`` directories each, a day apart, every directory grown, saved as a scan
+    saves them; the comparison of the two (until now: no scan made now)."""
+    root.mkdir()
+    series = series_of(os.fsencode(root), WalkOptions())
+    for taken, size in ((clock.now - DAY, MiB), (clock.now, 2 * MiB)):
+        tree = {b"": DirTotals(dirs * size, dirs * size, dirs)}
+        tree |= {b"d%06d" % i: DirTotals(size, size, 1) for i in range(dirs)}
+        assert store.save_scan(ScanSnapshot(series, taken, False, MiB, tree)).ok
+    return replace(asked(root, clock, since=clock.now - DAY), until=clock.now)
+
+
+def test_comparing_two_large_snapshots_stops_when_the_budget_runs_out_and_says_so(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The budget's clock moves a second each time it is read: a 3 s budget runs out at the third
+    time the comparison asks, thousands of directories before the end; the answer says it stopped
+    and names no change, where before the two were compared whole whatever the budget."""
+    dirs = 5 * STOP_EVERY
+    request = replace(on(two_large_snapshots(root, store, clock, dirs), store, clock), timeout_s=3.0)
+    ticks = iter(range(1_000_000))
+    found = compare(replace(request, monotonic=lambda: float(next(ticks))))
+    diff = found.diff
+    assert diff is not None and not diff.comparable, diff
+    assert (
+        diff.stopped == "its time budget ran out"
+        and diff.changes == []
+        and diff.compared == 3 * STOP_EVERY < dirs
+    )
+    text, answer, _ = render(str(root), found, {"top_n": 10})
+    assert text.startswith(
+        "PARTIAL RESULT: comparing the two snapshots stopped early (its time budget ran out)"
+    )
+    assert answer.complete is False and answer.comparable is False
+    whole = compare(on(two_large_snapshots(root / "again", store, clock, dirs), store, clock)).diff
+    assert whole is not None and whole.comparable and len(whole.changes) == dirs
+
+
+def test_a_cancel_while_two_large_snapshots_are_compared_stops_the_call_within_a_few_thousand_rows(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The call is cancelled (the event set) once 1,000 directories have been looked at; the cancel is
+    asked, and raises, before ``STOP_EVERY`` more are, not after the snapshots were read and compared
+    whole (every directory of both sides looked at, as before)."""
+    request = two_large_snapshots(root, store, clock, 10 * STOP_EVERY)
+    cancelled = threading.Event()
+    looked_at = {"all": 0, "when cancelled": 0}
+
+    def visible(path: bytes | str) -> bool:
+        looked_at["all"] += 1
+        if looked_at["all"] == 1000:
+            looked_at["when cancelled"] = looked_at["all"]
+            cancelled.set()
+        return True
+
+    def cancel() -> None:
+        if cancelled.is_set():
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        compare(replace(on(request, store, clock), visible=visible), cancel=cancel)
+    assert cancelled.is_set()
+    assert looked_at["all"] - looked_at["when cancelled"] <= STOP_EVERY, looked_at

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from sysmcp.history.diff import DAY, diff_baselines, diff_scans, fill_rate, growth_between
+from sysmcp.history.diff import (
+    DAY,
+    STOP_EVERY,
+    diff_baselines,
+    diff_scan_rows,
+    diff_scans,
+    fill_rate,
+    growth_between,
+)
 from sysmcp.history.snapshots import (
     FILES_KEPT,
     Baseline,
@@ -562,3 +570,44 @@ def test_a_digest_that_changed_comes_before_the_unread_files_that_may_have_chang
     files = {name: f("9", ctime=9.0) for name in unread} | {b"z_real": f("2"), b"b_grown": f("8", size=20)}
     diff = diff_baselines(old, Baseline(SERIES, 1.0, "sha256", files))
     assert diff.content == [b"b_grown", b"z_real", *sorted(unread)]
+
+
+def test_a_rewritten_file_is_found_below_a_directory_past_its_siblings_in_name_order() -> None:
+    """The directories are merged in byte order of their names, where ``etc-old`` and ``etc.d`` come
+    between ``etc`` and ``etc/app``: ``etc`` is still explained by ``etc/app`` below it."""
+    sizes: dict[bytes, int] = {
+        b"": 100 * MiB,
+        b"etc": 20 * MiB,
+        b"etc-old": MiB,
+        b"etc.d": MiB,
+        b"etc/app": 5 * MiB,
+    }
+    then: dict[bytes, float] = {b"": 10.0, b"etc": 10.0, b"etc/app": 10.0}
+    now: dict[bytes, float] = {b"": 500.0, b"etc": 500.0, b"etc/app": 500.0}
+    old = with_newest({p: (s, then.get(p, 3.0)) for p, s in sizes.items()}, 100.0)
+    new = with_newest({p: (s, now.get(p, 3.0)) for p, s in sizes.items()}, DAY)
+    assert [(c.path, c.kind) for c in diff_scans(old, new).changes] == [(b"etc/app", "modified")]
+
+
+def test_a_comparison_told_to_stop_says_why_and_how_far_it_came_and_names_no_change() -> None:
+    """``stop`` is asked every ``STOP_EVERY`` directories merged; the first reason it gives ends the
+    comparison: the changes of only the first directories by name would misstate the whole."""
+    many = {b"": 3 * STOP_EVERY * MiB} | {b"d%06d" % i: MiB for i in range(3 * STOP_EVERY)}
+    grown = {path: size + MiB for path, size in many.items()}
+    asked: list[int] = []
+
+    def stop() -> str | None:
+        asked.append(len(asked))
+        return "its time budget ran out" if len(asked) == 2 else None
+
+    old, new = snap(0.0, many), snap(DAY, grown)
+    diff = diff_scan_rows(old, new, sorted(old.dirs.items()), sorted(new.dirs.items()), stop)
+    assert (diff.comparable, diff.stopped, diff.compared, diff.changes) == (
+        False,
+        "its time budget ran out",
+        2 * STOP_EVERY,
+        [],
+    )
+    assert diff.reason is not None and "stopped early (its time budget ran out)" in diff.reason
+    whole = diff_scan_rows(old, new, sorted(old.dirs.items()), sorted(new.dirs.items()), lambda: None)
+    assert whole.comparable and whole.stopped is None and len(whole.changes) == 3 * STOP_EVERY
