@@ -326,15 +326,10 @@ def fs_ioc_getflags(machine: str, long_size: int) -> int:
     return (read << direction_shift) | (long_size << 16) | (ord("f") << 8) | 1
 
 
-def btrfs_ioc_ino_lookup(machine: str) -> int:
-    """``BTRFS_IOC_INO_LOOKUP``, ``_IOWR(0x94, 18, struct btrfs_ioctl_ino_lookup_args)`` (4,096 bytes),
-    as the kernel of ``machine`` numbers it: reading and writing is 3 from bit 30 where
-    ``asm-generic/ioctl.h`` rules (PA-RISC's 1 | 2 is 3 too), 6 from bit 29 on Alpha, MIPS, PowerPC and
-    SPARC (see ``fs_ioc_getflags``)."""
-    both, shift = (
-        (6, 29) if machine.startswith(("alpha", "mips", "ppc", "powerpc", "sparc", "sw_64")) else (3, 30)
-    )
-    return (both << shift) | (4096 << 16) | (0x94 << 8) | 18
+#: ``BTRFS_IOC_INO_LOOKUP``, ``_IOWR(0x94, 18, struct btrfs_ioctl_ino_lookup_args)`` (4,096 bytes): one
+#: number on every architecture, for reading and writing is 3 from bit 30 where ``asm-generic/ioctl.h``
+#: rules and 6 from bit 29 on Alpha, MIPS, PowerPC and SPARC (see ``fs_ioc_getflags``): the same bits.
+BTRFS_IOC_INO_LOOKUP = 0xD0009412
 
 
 def btrfs_subvolume_id(fd: int) -> int | None:
@@ -349,7 +344,7 @@ def btrfs_subvolume_id(fd: int) -> int | None:
     args = bytearray(4096)
     struct.pack_into("=QQ", args, 0, 0, 256)
     try:
-        fcntl.ioctl(fd, btrfs_ioc_ino_lookup(os.uname().machine), args, True)
+        fcntl.ioctl(fd, BTRFS_IOC_INO_LOOKUP, args, True)
     except OSError:  # ENOTTY: not btrfs
         return None
     tree: int = struct.unpack_from("=Q", args, 0)[0]
