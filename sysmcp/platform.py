@@ -326,6 +326,31 @@ def fs_ioc_getflags(machine: str, long_size: int) -> int:
     return (read << direction_shift) | (long_size << 16) | (ord("f") << 8) | 1
 
 
+#: ``BTRFS_IOC_INO_LOOKUP``, ``_IOWR(0x94, 18, struct btrfs_ioctl_ino_lookup_args)`` (4,096 bytes): one
+#: number on every architecture, for reading and writing is 3 from bit 30 where ``asm-generic/ioctl.h``
+#: rules and 6 from bit 29 on Alpha, MIPS, PowerPC and SPARC (see ``fs_ioc_getflags``): the same bits.
+BTRFS_IOC_INO_LOOKUP = 0xD0009412
+
+
+def btrfs_subvolume_id(fd: int) -> int | None:
+    """The id of the btrfs subvolume that holds the directory open as ``fd``: the one question
+    ``BTRFS_IOC_INO_LOOKUP`` answers without privilege (tree 0, inode 256); None off btrfs."""
+    import struct
+
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    args = bytearray(4096)
+    struct.pack_into("=QQ", args, 0, 0, 256)
+    try:
+        fcntl.ioctl(fd, BTRFS_IOC_INO_LOOKUP, args, True)
+    except OSError:  # ENOTTY: not btrfs
+        return None
+    tree: int = struct.unpack_from("=Q", args, 0)[0]
+    return tree
+
+
 #: The flags that keep a file from being removed, renamed, emptied or linked to: Linux's ``chattr +i`` /
 #: ``+a`` (``FS_IMMUTABLE_FL``, ``FS_APPEND_FL``, which ``statx`` reports as ``STATX_ATTR_IMMUTABLE`` and
 #: ``STATX_ATTR_APPEND``: the same bits); the BSDs and macOS give them in ``st_flags`` (``chflags

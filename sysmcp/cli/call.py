@@ -7,6 +7,7 @@ stops before answering passes its own status on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import shutil
 import signal
 import stat
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -24,7 +26,7 @@ import anyio
 from anyio.abc import Process
 
 from sysmcp import __version__
-from sysmcp.cli.options import FLEET_OPTIONS, build_parser, fleet_dest, fleet_options
+from sysmcp.cli.options import FLEET_OPTIONS, InventoryRead, build_parser, fleet_dest, fleet_options
 from sysmcp.cli.outfile import make_directory, open_output, reach
 from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
@@ -812,26 +814,62 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
     repeated = sorted({key for key in keys if keys.count(key) > 1})
     if repeated:  # never silently the last one: path=/usr path=/etc is one mistake or the other
         return _refuse(f"sysmcp call: {', '.join(k + '=' for k in repeated)} given more than once")
+    read = InventoryRead()
     try:  # the same checks the server makes, before any work: a bad inventory, then hosts=nosuch
-        fleet = fleet_options(args)
+        fleet = fleet_options(args, read)
     except (OSError, ValueError) as exc:
         return _refuse(f"sysmcp: {exc}")
-    options = CallOptions(
-        raw=args.raw,
-        version=args.protocol_version,
-        server_args=[
-            "--log-level",
-            args.log_level,
-            *[arg for root in roots for arg in ("--root", root)],
-            *(["--allow-reclaim"] if args.allow_reclaim else []),
-            *_fleet_args(args),
-            *history_args(args),  # the server keeps history, not call
-        ],
-        json_output=args.json,
-        output=args.output,
-        resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
-    )
-    return run_call(args.tool, dict(pairs), options)
+    read_any = read.file_text is not None or read.command_output is not None
+    private_directory = tempfile.TemporaryDirectory(prefix="sysmcp-call-") if read_any else None
+    with private_directory or contextlib.nullcontext() as private:  # 0700, removed at the end
+        options = CallOptions(
+            raw=args.raw,
+            version=args.protocol_version,
+            server_args=[
+                "--log-level",
+                args.log_level,
+                *[arg for root in roots for arg in ("--root", root)],
+                *(["--allow-reclaim"] if args.allow_reclaim else []),
+                *_fleet_args(args, _handed_inventory(read, args, private)),
+                *history_args(args),  # the server keeps history, not call
+            ],
+            json_output=args.json,
+            output=args.output,
+            resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
+        )
+        return run_call(args.tool, dict(pairs), options)
+
+
+def _handed_inventory(read: InventoryRead, args: argparse.Namespace, private: str | None) -> list[str]:
+    """The server's inventory options: what this call read of the inventory (``fleet_options``), in
+    files of its own in ``private`` (a 0700 directory that outlives the server), never the file or
+    the command again. A file may be a pipe read once (``--inventory <(cmd)``) and a command may take a
+    minute. A file, not a pipe the server inherits: an ssh_config inventory is every ssh's ``-F FILE``
+    for as long as the server runs. Its kind, which the original's name may tell (``.json``,
+    ``ssh_config``), is told again by the name of the copy."""
+    from sysmcp.fleet.sources import detect
+
+    handed: list[str] = []
+    if private is None:
+        return handed
+    if read.file_text is not None:
+        kind = detect(read.file_text, args.inventory)
+        name = {"json": "inventory.json", "yaml": "inventory.yml", "ssh_config": "ssh_config"}.get(
+            kind, "inventory"
+        )  # "inventory": a name that tells nothing, as the original's did not (its content tells INI)
+        handed += ["--inventory", _private_copy(private, name, read.file_text)]
+    if read.command_output is not None:
+        handed += ["--inventory-output", _private_copy(private, "inventory-output.json", read.command_output)]
+    return handed
+
+
+def _private_copy(directory: str, name: str, text: str) -> str:
+    """``text`` in a new file ``name`` of ``directory``, readable by its owner only."""
+    path = os.path.join(directory, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as stream:
+        stream.write(text)
+    return path
 
 
 def version_problem(version: str, *, raw: bool) -> str | None:
@@ -871,16 +909,17 @@ def _call_parser() -> argparse.ArgumentParser:
     return call
 
 
-def _fleet_args(args: argparse.Namespace) -> list[str]:
-    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns."""
+def _fleet_args(args: argparse.Namespace, inventory: list[str]) -> list[str]:
+    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns,
+    the inventory as ``inventory`` (``_handed_inventory``) and not as given."""
     extra: list[str] = []
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
         extra += ["--host", host]
     for flags, *_ in FLEET_OPTIONS:
         value = getattr(args, fleet_dest(flags), None)
-        if value is not None:
+        if value is not None and flags[0] not in ("--inventory", "--inventory-command"):
             extra += [flags[0], str(value)]
-    return extra
+    return extra + inventory
 
 
 def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -130,6 +131,9 @@ def _fleet_options(parser: argparse.ArgumentParser, *, subcommand: bool) -> None
     )
     for flags, kind, metavar, text in FLEET_OPTIONS:
         fleet.add_argument(*flags, type=kind, metavar=metavar, default=default, help=text)
+    fleet.add_argument(  # sysmcp call's to its server: the command already run once, its output kept
+        "--inventory-output", metavar="FILE", default=default, help=argparse.SUPPRESS
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,29 +207,68 @@ def plain_serve_args() -> Any:
         root=None,
         host=None,
         **dict.fromkeys(fleet_dest(flags) for flags, *_ in FLEET_OPTIONS),
+        inventory_output=None,
         command=None,
         state_dir=None,
         no_history=False,
     )
 
 
-def fleet_options(args: argparse.Namespace) -> Any:
-    """The operator's fleet (``FleetOptions``), or None when no host is configured.
+@dataclass(slots=True)
+class InventoryRead:
+    """What ``fleet_options`` read of the inventory: the file's content and the command's output, each
+    read once (a file may be a pipe, ``--inventory <(cmd)``; a command may take a minute), so that
+    ``sysmcp call`` hands its server those and not the file or the command again."""
+
+    file_text: str | None = None
+    command_output: str | None = None
+
+
+def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -> Any:
+    """The operator's fleet (``FleetOptions``), or None when no host is configured; ``read`` gets what
+    was read of the inventory.
 
     Without one nothing of the fleet is even imported: a single-host start loads none of it.
     """
+    read = InventoryRead() if read is None else read
     hosts = [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]
     inventory_file = getattr(args, "inventory", None)
     inventory_command = getattr(args, "inventory_command", None)
-    if not hosts and not inventory_file and not inventory_command and not os.environ.get("SYSMCP_HOSTS"):
+    command_output_file = getattr(args, "inventory_output", None)
+    if (
+        not hosts
+        and not inventory_file
+        and not inventory_command
+        and not command_output_file
+        and not os.environ.get("SYSMCP_HOSTS")
+    ):
         return None
     from dataclasses import fields, replace
 
-    from sysmcp.fleet.setup import HOSTS_ENV, FleetOptions, load_inventory
+    from sysmcp.fleet.setup import (
+        HOSTS_ENV,
+        FleetOptions,
+        inventory_command_output,
+        load_inventory,
+        read_inventory,
+    )
     from sysmcp.fleet.sources import detect
 
     try:
-        inventory = load_inventory(hosts, os.environ.get(HOSTS_ENV), inventory_file, inventory_command)
+        if inventory_file is not None:
+            read.file_text = read_inventory(inventory_file)
+        if command_output_file is not None:
+            read.command_output = read_inventory(command_output_file)
+        elif inventory_command is not None:
+            read.command_output = inventory_command_output(inventory_command)
+        inventory = load_inventory(
+            hosts,
+            os.environ.get(HOSTS_ENV),
+            inventory_file,
+            inventory_command,
+            file_text=read.file_text,
+            command_output=read.command_output,
+        )
     except OSError as exc:
         raise OSError(f"cannot read the inventory: {exc}") from None
     if not inventory:
@@ -238,8 +281,11 @@ def fleet_options(args: argparse.Namespace) -> Any:
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
         )
-    if options.ssh_config is None and inventory_file is not None:
-        with open(inventory_file, encoding="utf-8") as stream:
-            if detect(stream.read(), inventory_file) == "ssh_config":  # its hosts need its settings
-                options = replace(options, ssh_config=inventory_file)
+    if (
+        options.ssh_config is None
+        and read.file_text is not None
+        and inventory_file is not None
+        and detect(read.file_text, inventory_file) == "ssh_config"
+    ):  # its hosts need its settings
+        options = replace(options, ssh_config=inventory_file)
     return options

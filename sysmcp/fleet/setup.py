@@ -42,9 +42,10 @@ def parse_inventory(text: str, source: str) -> Inventory:
     return readers.get(detect(text, source), parse_ini)(text, source)
 
 
-def run_inventory_command(command: str) -> Inventory:
+def inventory_command_output(command: str) -> str:
     """``--inventory-command``: the operator's command (``ansible-inventory -i aws_ec2.yml --list``),
-    run without a shell; its stdout is the JSON of ``ansible-inventory --list``. ``OSError`` says why not."""
+    run without a shell, once; its stdout (the JSON of ``ansible-inventory --list``). ``OSError`` says
+    why not."""
     argv = shlex.split(command)
     if not argv:
         raise OSError("--inventory-command is empty")
@@ -57,7 +58,18 @@ def run_inventory_command(command: str) -> Inventory:
     if done.returncode != 0:
         tail = " ".join(done.stderr.decode("utf-8", "replace").split())[-300:]
         raise OSError(f"--inventory-command exited with status {done.returncode}: {tail}")
-    return from_json(done.stdout.decode("utf-8", "replace"), source=f"the output of {argv[0]}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+def command_source(command: str | None) -> str:
+    """What an inventory command's output is called in what is said of it."""
+    argv = shlex.split(command) if command else []
+    return f"the output of {argv[0]}" if argv else "the output of the inventory command"
+
+
+def run_inventory_command(command: str) -> Inventory:
+    """``--inventory-command`` run and its output read (``inventory_command_output``)."""
+    return from_json(inventory_command_output(command), source=command_source(command))
 
 
 def load_inventory(
@@ -65,23 +77,37 @@ def load_inventory(
     env_value: str | None,
     inventory_file: str | None,
     inventory_command: str | None = None,
+    *,
+    file_text: str | None = None,
+    command_output: str | None = None,
 ) -> Inventory:
     """``--inventory`` (INI, YAML, JSON or ssh_config) and ``--inventory-command`` first (their
-    variables win), then ``--host`` names, then ``$SYSMCP_HOSTS``.
+    variables win), then ``--host`` names, then ``$SYSMCP_HOSTS``. ``file_text`` is the file's content
+    and ``command_output`` the command's, when already read: a file is read once, for it may be a pipe
+    (``--inventory <(cmd)``), and a command run once (an output without a command is one's too).
 
     Raises ``InventoryError`` (with the line) for a malformed file and ``OSError`` for an unreadable one.
     """
     inventory = Inventory()
     if inventory_file is not None:
-        with open(inventory_file, encoding="utf-8") as stream:
-            inventory = parse_inventory(stream.read(), inventory_file)
-    if inventory_command is not None:
-        inventory = merge(inventory, run_inventory_command(inventory_command))
+        if file_text is None:
+            file_text = read_inventory(inventory_file)
+        inventory = parse_inventory(file_text, inventory_file)
+    if inventory_command is not None and command_output is None:
+        command_output = inventory_command_output(inventory_command)
+    if command_output is not None:
+        inventory = merge(inventory, from_json(command_output, source=command_source(inventory_command)))
     if hosts:
         inventory = merge(inventory, from_names(hosts, "--host"))
     if env_value:
         inventory = merge(inventory, from_names(split_hosts_env(env_value), f"${HOSTS_ENV}"))
     return inventory
+
+
+def read_inventory(path: str) -> str:
+    """An inventory file's content, read once."""
+    with open(path, encoding="utf-8") as stream:
+        return stream.read()
 
 
 def room_for_sessions(hosts: int) -> None:
@@ -113,8 +139,11 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
 __all__ = [
     "HOSTS_ENV",
     "FleetOptions",
+    "command_source",
+    "inventory_command_output",
     "load_inventory",
     "parse_inventory",
+    "read_inventory",
     "run_inventory_command",
     "running_fleet",
 ]

@@ -1,4 +1,5 @@
-"""A real btrfs with a subvolume and a read-only snapshot of it, read by sysmcp.engine.pools before
+"""A real btrfs with a subvolume, a read-only snapshot of it and two subvolumes named across lines
+(one naming a subvolume that is not there), read by sysmcp.engine.pools before
 and after the TEST turns quotas on (sysmcp never does), then the snapshot deleted and the bytes that
 came back measured.
 
@@ -23,6 +24,8 @@ from tests.loopfs import loop_mount
 from tests.tools.explain_scenario import MiB, explain, write
 
 OLD, SHARED = 48 * MiB, 24 * MiB  # what only the snapshot keeps; what it shares with the live files
+FORGING = "x\nID 999 gen 1 top level 5 path forged"  # a name any user may give a subvolume
+TWO_LINES = "two\nlines"
 
 
 def run(*argv: str) -> str:
@@ -51,6 +54,8 @@ def main(work: Path) -> dict[str, Any]:
         (mnt / "snaps").mkdir()
         run("btrfs", "subvolume", "snapshot", "-r", str(mnt / "data"), str(mnt / "snaps" / "s1"))
         write(mnt / "data" / "a", OLD, 0x33)  # new extents: the old ones are the snapshot's alone
+        run("btrfs", "subvolume", "create", str(mnt / FORGING))
+        run("btrfs", "subvolume", "create", str(mnt / TWO_LINES))
         run("btrfs", "filesystem", "sync", str(mnt))
         answer: dict[str, Any] = {"quotas_off": items(mnt)}
         answer["explain"] = anyio.run(explain, str(mnt))

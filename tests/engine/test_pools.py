@@ -16,10 +16,11 @@ from sysmcp.engine.pools import (
     parse_btrfs_du,
     parse_lvs,
     parse_qgroups,
-    parse_subvolumes,
+    parse_subvolume_lines,
     parse_zfs_list,
     thin_pool_of,
     thin_pools,
+    verified_subvolumes,
     zfs_cow,
 )
 from sysmcp.tools.errors import words
@@ -114,6 +115,7 @@ ID 258 gen 12 top level 5 path snaps/tuesday
 SNAPSHOTS = """ID 257 gen 11 cgen 10 top level 5 otime 2026-12-01 10:00:00 path snaps/monday
 ID 258 gen 12 cgen 12 top level 5 otime 2026-12-02 10:00:00 path snaps/tuesday
 """
+ON_DISK = {"/mnt/data": 256, "/mnt/snaps/monday": 257, "/mnt/snaps/tuesday": 258}.get
 QGROUPS = """qgroupid         rfer         excl
 --------         ----         ----
 0/5             16384        16384
@@ -155,7 +157,7 @@ def test_with_quotas_on_each_subvolume_has_exclusive_and_shared_bytes() -> None:
 def test_without_quotas_btrfs_filesystem_du_sizes_reachable_snapshots_and_never_enables_quotas() -> None:
     du = "     Total   Exclusive  Set shared  Filename\n 100663296    33570816    67092480  /mnt/snaps/monday\n"
     calls, run = fake_btrfs(None, du)
-    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run)  # type: ignore[arg-type]
+    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run, subvolume_at=ON_DISK)  # type: ignore[arg-type]
     assert [i.name for i in cow.items] == ["data", "snaps/monday", "snaps/tuesday"]
     assert cow.items[1].exclusive == 33570816 and cow.items[1].shared == 67092480
     assert cow.items[1].path == "/mnt/snaps/monday" and "du" in cow.source
@@ -171,24 +173,28 @@ def test_btrfs_filesystem_du_stops_at_its_budget_and_the_rest_are_unknown() -> N
             return " 1 2 3 x\n"
         return fake_btrfs(None)[1](argv, timeout)  # type: ignore[operator,no-any-return]
 
-    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run, clock=lambda: now[0])
+    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run, clock=lambda: now[0], subvolume_at=ON_DISK)
     assert [i.exclusive for i in cow.items] == [2, 2, None] and not cow.exact
 
 
 def test_a_hung_du_is_a_fault_and_the_snapshot_stays_unknown() -> None:
     _, run = fake_btrfs(None, None)
-    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run)  # type: ignore[arg-type]
+    cow = btrfs_cow("/mnt", "", 1.0, 5.0, run, subvolume_at=ON_DISK)  # type: ignore[arg-type]
     assert all(i.exclusive is None for i in cow.items) and not cow.exact
     assert all(isinstance(f, CommandTimedOut) for f in cow.faults) and cow.faults
 
 
 def test_btrfs_parsers_refuse_garbage() -> None:
     with pytest.raises(BadOutput):
-        parse_subvolumes("ID x gen\n")
+        parse_subvolume_lines("ID x gen\n")
     with pytest.raises(BadOutput):
         parse_btrfs_du("Total Exclusive\n")
     assert parse_qgroups("garbage") == {}
-    assert parse_subvolumes(SUBVOLUMES) == {256: "data", 257: "snaps/monday", 258: "snaps/tuesday"}
+    assert [(line.ident, line.path) for line in parse_subvolume_lines(SUBVOLUMES)] == [
+        (256, "data"),
+        (257, "snaps/monday"),
+        (258, "snaps/tuesday"),
+    ]
 
 
 # -- the runner, on real commands -------------------------------------------------------------------
@@ -241,7 +247,7 @@ def test_cancelling_stops_before_the_next_snapshots_extent_read() -> None:
             raise Cancelled
 
     with pytest.raises(Cancelled):
-        btrfs_cow("/mnt", "", 1.0, 5.0, run, cancel=check)  # type: ignore[arg-type]
+        btrfs_cow("/mnt", "", 1.0, 5.0, run, cancel=check, subvolume_at=ON_DISK)  # type: ignore[arg-type]
     assert sum(argv[1] == "filesystem" for argv in calls) == 1
 
 
@@ -258,3 +264,22 @@ def test_a_recent_lvs_reading_of_the_same_devices_is_answered_again_within_its_a
     assert thin_pools(devices, 1.0, run, max_age=0) == first and len(runs) == 2  # a sampling round: afresh
     thin_pools([*devices, "/dev/vg0/thin2"], 1.0, run, max_age=3600)
     assert len(runs) == 3  # other devices: another reading
+
+
+def test_a_subvolume_name_holding_newlines_is_joined_back_and_forges_no_subvolume() -> None:
+    name = "x\nID 999 gen 1 top level 5 path forged\nrest"
+    listing = SUBVOLUMES + f"ID 259 gen 13 top level 5 path {name}\n"
+    disk = {"/mnt/data": 256, "/mnt/snaps/monday": 257, "/mnt/snaps/tuesday": 258, f"/mnt/{name}": 259}
+    found, dropped = verified_subvolumes(
+        parse_subvolume_lines(listing), lambda path: f"/mnt/{path}", disk.get
+    )
+    assert found == {256: "data", 257: "snaps/monday", 258: "snaps/tuesday", 259: name} and dropped == []
+
+
+def test_a_listed_subvolume_not_on_disk_is_left_out_and_said() -> None:
+    found, dropped = verified_subvolumes(
+        parse_subvolume_lines(SUBVOLUMES), lambda path: f"/mnt/{path}", {"/mnt/data": 256}.get
+    )
+    assert found == {256: "data"} and len(dropped) == 2 and "snaps/monday" in dropped[0]
+    cow = btrfs_cow("/mnt", "", 1.0, 5.0, fake_btrfs(QGROUPS)[1], subvolume_at={"/mnt/data": 256}.get)  # type: ignore[arg-type]
+    assert [i.name for i in cow.items] == ["data"] and not cow.exact and len(cow.faults) == 2

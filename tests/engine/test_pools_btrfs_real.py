@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.pools_btrfs_scenario import OLD, SHARED
+from tests.engine.pools_btrfs_scenario import FORGING, OLD, SHARED, TWO_LINES
 from tests.loopfs import in_private_namespace, needs_loop_mounts
 
 MiB = 1 << 20
@@ -43,6 +43,15 @@ def test_quotas_off_btrfs_filesystem_du_gives_the_snapshots_exclusive_and_shared
     data = next(item for item in items if item.get("name") == "data")
     assert data["is_snapshot"] is False
     assert "du" in items[-1]["source"] and items[-1]["faults"] == []
+
+
+def test_a_name_across_lines_is_one_subvolume_and_forges_none(answer: dict[str, Any]) -> None:
+    for reading in ("quotas_off", "quotas_on"):
+        items = answer[reading][:-1]
+        assert sorted(item["name"] for item in items) == sorted(["data", "snaps/s1", FORGING, TWO_LINES])
+        named = {item["name"]: item for item in items}
+        assert named[FORGING]["path"].endswith("/" + FORGING) and named[FORGING]["is_snapshot"] is False
+        assert answer[reading][-1]["faults"] == [], reading
 
 
 def test_quotas_on_the_qgroups_give_the_same_exclusive_bytes(answer: dict[str, Any]) -> None:

@@ -59,11 +59,16 @@ def test_every_fleet_option_is_forwarded_from_either_side_of_call() -> None:
     before = ["--host", "a", "call", "--host", "b", "--inventory", "hosts.ini", "--ssh-config", "cfg"]
     after = ["--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"]
     args = build_parser().parse_args([*before, *after, "disk_usage"])
-    assert _fleet_args(args) == [
-        *("--host", "a", "--host", "b", "--inventory", "hosts.ini", "--ssh-config", "cfg"),
+    handed = [
+        "--inventory",
+        "/tmp/sysmcp-call-x/inventory",
+    ]  # what call read of hosts.ini, in a file of its own
+    assert _fleet_args(args, handed) == [
+        *("--host", "a", "--host", "b", "--ssh-config", "cfg"),
         *("--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"),
+        *handed,
     ]
-    assert _fleet_args(build_parser().parse_args(["call", "disk_usage"])) == []
+    assert _fleet_args(build_parser().parse_args(["call", "disk_usage"]), []) == []
 
 
 def test_the_fleet_options_configure_the_fleet_a_zero_keeps_the_default_and_a_negative_is_refused() -> None:
@@ -108,6 +113,35 @@ def test_a_comma_list_and_a_json_array_of_hosts_both_reach_the_hosts(lab: Lab) -
         ("web1", "ok", digest),
         ("web2", "ok", digest),
     }
+
+
+def test_an_inventory_given_as_a_pipe_is_read_once_and_its_hosts_answer(lab: Lab) -> None:
+    path = str(lab.base / SHARED / CONF)
+    digest = hashlib.sha256(SAME.encode()).hexdigest()
+    given = fleet(lab)
+    inventory = given[given.index("--inventory") + 1]
+    rest = given[: given.index("--inventory")] + given[given.index("--inventory") + 2 :]
+    script = 'exec "$0" -m sysmcp call --inventory <(cat "$1") "${@:2}"'  # /dev/fd/63: one reading
+    done = subprocess.run(
+        [
+            "bash",
+            "-c",
+            script,
+            sys.executable,
+            inventory,
+            *rest,
+            "file_sha256",
+            f"path={path}",
+            f"expected={digest}",
+            "hosts=web",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 hosts answered" in done.stdout
 
 
 def test_one_host_with_a_mismatch_makes_the_fleet_call_exit_1(lab: Lab) -> None:

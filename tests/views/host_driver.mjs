@@ -390,6 +390,13 @@ async function main() {
   await viewFrame().waitForSelector("#rows > li");
   hostile.health = await seen();
   hostile.shots.push(await shot("hostile-names-health-400"));
+  const hostileContainers = { ...usage, engine: "Docker " + evil.names[1], socket: evil.names[3], data_root: evil.names[2],
+    reconciliation: { ...usage.reconciliation, path: evil.names[0] }, note: "walked " + evil.names[2] };
+  await start(containersView, {}, { content: [{ type: "text", text: "containers" }], structuredContent: hostileContainers });
+  await viewFrame().waitForFunction(() => document.getElementById("summary").textContent.includes("walked at"));
+  hostile.containers = await seen();
+  hostile.containers.isolated = await viewFrame().$$eval("#summary bdi", (nodes) => nodes.map((node) => node.textContent));
+  hostile.shots.push(await shot("hostile-names-containers-400"));
   report.scenarios.hostile = hostile;
 
   await context.close();

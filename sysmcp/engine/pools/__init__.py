@@ -14,8 +14,10 @@ from sysmcp.engine.pools._cow import (
     btrfs_cow,
     parse_btrfs_du,
     parse_qgroups,
-    parse_subvolumes,
+    parse_subvolume_lines,
     parse_zfs_list,
+    subvolume_id_at,
+    verified_subvolumes,
     zfs_cow,
 )
 from sysmcp.engine.pools._lvm import (
@@ -35,9 +37,11 @@ __all__ = [
     "parse_btrfs_du",
     "parse_lvs",
     "parse_qgroups",
-    "parse_subvolumes",
+    "parse_subvolume_lines",
     "parse_zfs_list",
+    "subvolume_id_at",
     "thin_pool_of",
     "thin_pools",
+    "verified_subvolumes",
     "zfs_cow",
 ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from sysmcp.engine.commands import BadOutput, CommandFailed, CommandMissing, CommandTimedOut, run_command
 from sysmcp.engine.faults import EngineError
+from sysmcp.platform import btrfs_subvolume_id
 
 Runner = Callable[[list[str], float], str]
 ZFS_COLUMNS = "name,type,used,avail,usedbysnapshots,usedbydataset,usedbychildren,usedbyrefreservation,refer"
@@ -61,20 +62,91 @@ class Cow:
 
 # -- btrfs --------------------------------------------------------------------------------------
 
-_SUBVOL = re.compile(r"^ID (\d+) gen \d+ (?:cgen \d+ )?top level \d+ (?:otime \S+ \S+ )?path (.+)$")
+_SUBVOL = re.compile(r"ID (\d+) gen \d+ (?:cgen \d+ )?top level \d+ (?:otime \S+ \S+ )?path (.*)")
+_PATH_MAX = 4096  # no path btrfs lists is longer: where joining lines back into one path stops
 
 
-def parse_subvolumes(listing: str) -> dict[int, str]:
-    """``btrfs subvolume list [-s]``: subvolume id → path (from the top level)."""
+@dataclass(frozen=True, slots=True)
+class ListedLine:
+    """One line of ``btrfs subvolume list``: a subvolume's id and path when it reads as one."""
+
+    text: str
+    ident: int | None = None
+    path: str = ""
+
+
+def parse_subvolume_lines(listing: str) -> list[ListedLine]:
+    """``btrfs subvolume list [-s]``, line by line: a subvolume's name may hold a newline, so a line
+    that reads as a subvolume may be the rest of another's name, and a line that does not is one."""
+    lines: list[ListedLine] = []
+    for line in listing.split("\n"):
+        match = _SUBVOL.fullmatch(line)
+        if match is not None:
+            path = match.group(2).removeprefix("<FS_TREE>/")
+            lines.append(ListedLine(line, int(match.group(1)), path))
+        elif line:
+            lines.append(ListedLine(line))
+    if lines and lines[0].ident is None:
+        raise BadOutput(f"btrfs subvolume list gave {lines[0].text[:60]!r}", reason="btrfs")
+    return lines
+
+
+def subvolume_id_at(where: str) -> int | None:
+    """The id of the subvolume whose top directory is ``where``, reached through no symbolic link;
+    None when ``where`` is anything else. A subvolume's top directory is inode 256 of its own tree."""
+    if os.path.realpath(where) != os.path.normpath(where):
+        return None
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return btrfs_subvolume_id(fd) if os.fstat(fd).st_ino == 256 else None
+    finally:
+        os.close(fd)
+
+
+def verified_subvolumes(
+    lines: list[ListedLine], reach: Callable[[str], str], subvolume_at: Callable[[str], int | None]
+) -> tuple[dict[int, str], list[str]]:
+    """Subvolume id → path from ``parse_subvolume_lines``, every path ``reach`` finds on this mount
+    checked on disk: the subvolume with that id has its top directory there. One not found where it
+    is listed is tried with the following lines joined to its name (a name holding a newline, which
+    may read as more subvolumes), and is left out when no joining finds it: a name can forge lines
+    but not a subvolume on disk. A path ``reach`` does not find (a subvolume outside the one mounted)
+    is taken as listed, the lines after it that read as no subvolume joined to its name. Also returns
+    what was left out, each as a reason."""
     found: dict[int, str] = {}
-    for line in listing.splitlines():
-        if not line.strip():
+    dropped: list[str] = []
+    at = 0
+    while at < len(lines):
+        line = lines[at]
+        at += 1
+        if line.ident is None:
+            dropped.append(f"btrfs subvolume list gave {line.text[:60]!r}, no subvolume")
             continue
-        match = _SUBVOL.match(line.strip())
-        if match is None:
-            raise BadOutput(f"btrfs subvolume list gave {line.strip()[:60]!r}", reason="btrfs")
-        found[int(match.group(1))] = match.group(2).removeprefix("<FS_TREE>/")
-    return found
+        ident, path = line.ident, line.path
+        if not reach(path):
+            while at < len(lines) and lines[at].ident is None:
+                path += "\n" + lines[at].text
+                at += 1
+            if ident in found:
+                dropped.append(f"btrfs subvolume list named subvolume {ident} twice")
+            else:
+                found[ident] = path
+            continue
+        joined, end = path, at
+        while True:
+            where = reach(joined)
+            if where and subvolume_at(where) == ident:
+                found[ident], at = joined, end
+                break
+            if end >= len(lines) or len(joined) > _PATH_MAX:
+                dropped.append(f"btrfs subvolume list named {path[:60]!r} (ID {ident}), no subvolume there")
+                break
+            joined += "\n" + lines[end].text
+            end += 1
+    return found, dropped
 
 
 def parse_qgroups(text: str) -> dict[int, tuple[int, int]]:
@@ -109,20 +181,33 @@ def btrfs_cow(
     run: Runner = run_command,
     clock: Callable[[], float] = time.monotonic,
     cancel: Callable[[], None] | None = None,
+    subvolume_at: Callable[[str], int | None] = subvolume_id_at,
 ) -> Cow:
     """Every subvolume but the one mounted at ``point`` (``mounted``: its path from the top level, ''
     for the top level itself), with exclusive and shared bytes where they can be learned; ``cancel``
-    raises when the call was given up (asked before each ``btrfs filesystem du``)."""
+    raises when the call was given up (asked before each ``btrfs filesystem du``); ``subvolume_at``
+    finds which subvolume has its top directory at a path, to check the listing against the disk."""
     cow = Cow("btrfs subvolumes")
     try:
-        every = parse_subvolumes(run(["btrfs", "subvolume", "list", point], timeout))
-        snaps = set(parse_subvolumes(run(["btrfs", "subvolume", "list", "-s", point], timeout)))
+        every_lines = parse_subvolume_lines(run(["btrfs", "subvolume", "list", point], timeout))
+        snap_lines = parse_subvolume_lines(run(["btrfs", "subvolume", "list", "-s", point], timeout))
     except EngineError as fault:
         cow.exact = False
         cow.faults.append(fault)
         return cow
+
+    def reach(path: str) -> str:
+        return _reachable(path, point, mounted)
+
+    every, dropped = verified_subvolumes(every_lines, reach, subvolume_at)
+    snapshots, _ = verified_subvolumes(snap_lines, reach, subvolume_at)
+    snaps = {ident for ident, path in snapshots.items() if every.get(ident) == path}
+    cow.faults.extend(BadOutput(reason, reason="btrfs") for reason in dropped)
     others = {ident: path for ident, path in every.items() if path != mounted}
     if not others:
+        if dropped:
+            cow.exact = False
+            return cow
         return Cow()
     groups: dict[int, tuple[int, int]] = {}
     try:
@@ -154,7 +239,7 @@ def btrfs_cow(
                 except EngineError as fault:
                     cow.faults.append(fault)
         cow.items.append(CowItem(path, ident in snaps, exclusive, shared, where))
-    cow.exact = all(item.exclusive is not None for item in cow.items)
+    cow.exact = not dropped and all(item.exclusive is not None for item in cow.items)
     return cow
 
 
