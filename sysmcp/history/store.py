@@ -555,16 +555,31 @@ class Store:
     def with_dir_rows(self, work: Callable[[DirRows], T], default: T) -> T:
         """``work`` given the directories of any scan snapshot as rows, in byte order of their names,
         read as they are asked for on one connection; ``default`` when the store cannot be read
-        (``unread`` says why). An exception ``work`` raises (a cancel) ends the reading."""
+        (``unread`` says why). An exception ``work`` raises (a cancel) ends the reading.
+
+        The rows are read in one read transaction, each snapshot's asked to be there first: its head
+        was read before, in another, and a prune since (another process's retention) would leave it
+        no rows, every directory of the other side then 'appeared'. One deleted gives ``default``."""
 
         def read(db: sqlite3.Connection) -> T:
             def rows(sid: int) -> Iterator[tuple[bytes, DirTotals]]:
+                if db.execute("SELECT 1 FROM snapshots WHERE id = ?", (sid,)).fetchone() is None:
+                    raise _Deleted(f"snapshot {sid} was deleted (pruned) while it was being compared")
                 for p, d, a, f, n in db.execute(_DIRS_IN_ORDER, (sid,)):
                     yield bytes(p), DirTotals(d, a, f, n)
 
-            return work(rows)
+            db.execute("BEGIN")
+            try:
+                return work(rows)
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("COMMIT")  # read alone: ended, the rows not read dropped
 
-        return self._read(read, default)
+        try:
+            return self._read(read, default)
+        except _Deleted as gone:
+            self._local.unread = str(gone)
+            return default
 
     def _load(
         self, sid: int, kind: str, column: str, *queries: str
@@ -778,6 +793,10 @@ class Store:
         with contextlib.suppress(sqlite3.Error, OSError), self._connect() as db:
             db.execute("VACUUM")  # written through the WAL: the checkpoint then gives the space back
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class _Deleted(Exception):
+    """A snapshot read in parts was deleted between them (``with_dir_rows``)."""
 
 
 _DELETE = "DELETE FROM snapshots WHERE id = ?"

@@ -714,3 +714,33 @@ def test_a_cancel_while_two_large_snapshots_are_compared_stops_the_call_within_a
         compare(replace(on(request, store, clock), visible=visible), cancel=cancel)
     assert cancelled.is_set()
     assert looked_at["all"] - looked_at["when cancelled"] <= STOP_EVERY, looked_at
+
+
+class PrunedWhileCompared(Store):
+    """A store whose older snapshot another process prunes between its head being read and its
+    directories being: a retention run of a recording timer at the wrong moment."""
+
+    doomed: int | None = None
+
+    def with_dir_rows(self, work: Callable[..., object], default: object) -> object:  # type: ignore[override]
+        def prune(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM snapshots WHERE id = ?", (self.doomed,))
+
+        assert self._write("prune", prune).ok
+        return super().with_dir_rows(work, default)
+
+
+def test_a_snapshot_pruned_between_its_head_and_its_directories_is_not_compared_as_empty(
+    root: Path, tmp_path: Path, clock: Clock
+) -> None:
+    """The older snapshot is deleted after it was chosen and its totals read: its directories, read
+    next, are none. Compared as they came, every directory of the newer one 'appeared'; the diff is
+    now not made and the store's words say why."""
+    store = PrunedWhileCompared.open(tmp_path / "pruned", clock)
+    assert isinstance(store, PrunedWhileCompared)
+    request = two_large_snapshots(root, store, clock, 3)
+    store.doomed = min(info.id for info in store.snapshots("scan"))
+    found = compare(on(request, store, clock))
+    assert found.diff is None, found.diff
+    assert found.unread is not None and "deleted" in found.unread, found.unread
+    assert any("could not be read" in note for note in notes_of(found))
