@@ -165,3 +165,75 @@ async def test_one_host_alone_reads_an_answer_longer_than_the_whole_budget() -> 
             result = await session.request("tools/call", {})
             group.cancel_scope.cancel()
     assert result == {"answer": "x" * (4 << 20)} and budget.held == 0
+
+
+# -- every way a session ends gives its bytes back ---------------------------------------------------
+
+
+async def _held_after(ending: str) -> tuple[int, int]:
+    """One session of a shared budget is sent part of its answer, then ended as ``ending`` says;
+    another session holds part of a line throughout. What the budget holds while the first holds its
+    part, and what it holds of the first once it has ended."""
+    budget = LineBudget(1 << 20)
+    peer, other = Peer(), Peer()
+    session = ClientSession(
+        peer.client_writes, peer.client_reads, name="a", line_budget=budget, max_line=256 * KIB
+    )
+    bystander = ClientSession(other.client_writes, other.client_reads, name="b", line_budget=budget)
+    got: list[Any] = []
+
+    async def ask() -> None:
+        try:
+            got.append(await session.request("tools/call", {}))
+        except PeerGone as gone:
+            got.append(gone)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            reader = anyio.CancelScope()
+
+            async def read() -> None:
+                with reader:
+                    await session.run()
+
+            group.start_soon(read)
+            group.start_soon(bystander.run)
+            group.start_soon(ask)
+            line = reply(await peer.request_id(), 100 * KIB)
+            await other.to_client.send(b'{"jsonrpc": "2.0", "id": 99, "result": {"x": "' + b"y" * 1000)
+            if ending == "at a chunk's end":  # the line ends exactly where the chunk does
+                await peer.to_client.send(line[:5000])
+                await anyio.wait_all_tasks_blocked()
+                during = budget.held_by(session)
+                await peer.to_client.send(line[5000:])
+            else:
+                await peer.to_client.send(line[:5000])
+                await anyio.wait_all_tasks_blocked()
+                during = budget.held_by(session)
+                if ending == "killed":  # the host's output ends mid-line
+                    await peer.to_client.aclose()
+                elif ending == "abandoned":  # given up this side (a fleet deadline)
+                    session.abandon("given up")
+                elif ending == "reader cancelled":
+                    reader.cancel()
+                elif ending == "oversized":  # past the line cap: dropped as it comes
+                    await peer.to_client.send(b"z" * (300 * KIB))
+                elif ending == "not MCP":  # a line of something else, then more of one
+                    await peer.to_client.send(b"\nnot json at all\n" + b"{" * 100)
+            while not got:  # answered, or told the session ended
+                await anyio.wait_all_tasks_blocked()
+            answered = [{"answer": "x" * (100 * KIB)}] if ending == "at a chunk's end" else got
+            assert got == answered and (ending == "at a chunk's end" or isinstance(got[0], PeerGone))
+            after = budget.held_by(session)
+            assert budget.held_by(bystander) == 1000 + len(b'{"jsonrpc": "2.0", "id": 99, "result": {"x": "')
+            group.cancel_scope.cancel()
+    return during, after
+
+
+@pytest.mark.parametrize(
+    "ending", ["at a chunk's end", "killed", "abandoned", "reader cancelled", "oversized", "not MCP"]
+)
+async def test_a_session_ended_any_way_holds_nothing_of_the_shared_budget(ending: str) -> None:
+    during, after = await _held_after(ending)
+    assert during == 5000
+    assert after == 0
