@@ -564,7 +564,7 @@ class Store:
         def read(db: sqlite3.Connection) -> T:
             def rows(sid: int) -> Iterator[tuple[bytes, DirTotals]]:
                 if db.execute("SELECT 1 FROM snapshots WHERE id = ?", (sid,)).fetchone() is None:
-                    raise _Deleted(f"snapshot {sid} was deleted (pruned) while it was being compared")
+                    raise _Deleted(f"snapshot {sid} was deleted, by a prune, while it was being compared")
                 for p, d, a, f, n in db.execute(_DIRS_IN_ORDER, (sid,)):
                     yield bytes(p), DirTotals(d, a, f, n)
 
