@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sysmcp.protocol.client import ClientSession, PeerGone
 from sysmcp.protocol.framing import LineDecoder
@@ -237,3 +239,18 @@ async def test_a_session_ended_any_way_holds_nothing_of_the_shared_budget(ending
     during, after = await _held_after(ending)
     assert during == 5000
     assert after == 0
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.integers(1, 12), st.lists(st.binary(max_size=30).map(lambda b: b.replace(b"\x00", b"\n")), max_size=12)
+)
+def test_what_a_decoder_will_hold_is_what_it_holds_for_any_chunks(max_line: int, chunks: list[bytes]) -> None:
+    """The claim made before a chunk is fed is what the session then holds, whatever the chunks (lines
+    ending at a chunk's end, past the cap, several in one chunk): never a byte held unclaimed, nor
+    one claimed and not held."""
+    decoder = LineDecoder(max_line)
+    for chunk in chunks:
+        expected = decoder.held_after(chunk)
+        decoder.feed(chunk)
+        assert decoder.buffered == expected, (chunk, max_line)
