@@ -391,11 +391,11 @@ class ProgressLine:
 
 
 class Interrupted(Exception):
-    """Ctrl-C (or SIGTERM) arrived; the call in flight was cancelled on the server."""
+    """Ctrl-C (or SIGTERM, SIGHUP) arrived; the call in flight was cancelled on the server."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
-        self.status = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM: as a shell reports either
+        self.status = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: as a shell reports them
 
 
 @dataclass
@@ -434,11 +434,13 @@ def show_wire(direction: str, line: bytes) -> None:
 
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
-    # Ctrl-C (or SIGTERM) is taken for the whole call, the server's end included. Left to Python's
-    # default handler, one that came while the server wound down raised KeyboardInterrupt inside the
-    # event loop, whose tasks then waited for the server until a third.
+    # Ctrl-C, SIGTERM and SIGHUP (the terminal closed, an ssh session dropped) are taken for the whole
+    # call, the server's end included. Left to Python's default handler, a Ctrl-C that came while the
+    # server wound down raised KeyboardInterrupt inside the event loop, whose tasks then waited for the
+    # server until a third; a SIGHUP ended the process there and then, the private copy of the
+    # inventory handed to the server left behind.
     interrupts = Interrupts()
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with anyio.create_task_group() as watching:
 
             async def watch_signals() -> None:
@@ -457,7 +459,7 @@ async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> i
 
 @dataclass
 class Interrupts:
-    """Ctrl-C and SIGTERM during a call. The first cancels the conversation (the request is then
+    """Ctrl-C, SIGTERM and SIGHUP during a call. The first cancels the conversation (the request is then
     cancelled on the server) or, the answer in, stops waiting for the server to wind down at its own
     pace: either way the server gets ``INTERRUPT_GRACE`` to end. A second kills it at once: the admin
     is not kept waiting."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,4 +69,30 @@ def test_an_inventory_command_runs_once(scratch: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert runs.read_text() == "ran\n"
+    assert list((scratch / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM, signal.SIGINT])
+def test_the_servers_copy_is_gone_when_the_call_is_ended_by_a_signal(scratch: Path, signum: int) -> None:
+    """A call hashing for minutes, an inventory given, ended as a closed terminal (or a dropped ssh
+    session) ends it, or as kill or Ctrl-C do: the private copy of the inventory goes with it. SIGHUP
+    was not taken: Python's default ended the process and left the copy in $TMPDIR."""
+    inventory = scratch / "hosts.ini"
+    inventory.write_text("[web]\nweb1\n")
+    big = scratch / "big.bin"
+    with big.open("wb") as handle:
+        handle.truncate(64 << 30)  # nothing on disk, minutes to hash: surely still running when ended
+    call = subprocess.Popen(
+        [sys.executable, "-m", "sysmcp", "call", "--inventory", str(inventory), "file_sha256", f"path={big}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch / "tmp")},
+    )
+    assert call.stderr is not None
+    assert call.stderr.readline().startswith("progress: ")  # running, the copy handed to its server
+    assert len(list((scratch / "tmp").iterdir())) == 1
+    call.send_signal(signum)
+    assert call.wait(timeout=30) == 128 + signum
     assert list((scratch / "tmp").iterdir()) == []
