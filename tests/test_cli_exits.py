@@ -627,3 +627,26 @@ def test_raw_shows_a_version_without_structured_results_and_exits_by_its_error_f
     assert sent[0]["params"]["protocolVersion"] == "2024-11-05"
     answer = json.loads(done.stdout.splitlines()[-1][2:])
     assert answer["result"]["isError"] is False and "structuredContent" not in answer["result"]
+
+
+def test_what_changed_stopped_while_comparing_exits_3_and_says_why_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """what_changed has no ``stopped_reason``: its ``reason`` says why it is incomplete. Before, the
+    line on stderr said only 'stopped early'."""
+    from sysmcp.cli.call import CallOptions, _report
+
+    why = (
+        "comparing the two snapshots stopped early (its time budget ran out) after 12,288 directories "
+        "in name order: what changed is not known"
+    )
+    reply = {
+        "result": {
+            "content": [
+                {"type": "text", "text": "PARTIAL RESULT: comparing the two snapshots stopped early"}
+            ],
+            "structuredContent": {"complete": False, "comparable": False, "reason": why},
+        }
+    }
+    assert _report("what_changed", reply, CallOptions()) == 3
+    assert capsys.readouterr().err == f"sysmcp call: PARTIAL RESULT ({why}): exit 3\n"

@@ -134,13 +134,20 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
 
 
 def partial_reason(result: dict[str, Any]) -> str:
-    """Why a partial result stopped, for the one line on stderr."""
+    """Why a partial result stopped, for the one line on stderr: its ``stopped_reason``, or for a
+    tool without one (``what_changed``) the ``reason`` of an answer that is not complete."""
     data = result.get("structuredContent")
     reasons = []
     if isinstance(data, dict):
         entries = [e.get("result") for e in data.get("hosts", []) if isinstance(e, dict)] or [data]
         reasons = [
-            str(e["stopped_reason"]) for e in entries if isinstance(e, dict) and e.get("stopped_reason")
+            str(e.get("stopped_reason") or e["reason"])
+            for e in entries
+            if isinstance(e, dict)
+            and (
+                e.get("stopped_reason")
+                or (e.get("complete") is False and isinstance(e.get("reason"), str) and e["reason"])
+            )
         ]
     return "; ".join(dict.fromkeys(reasons)) or "stopped early"
 
