@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
-from sysmcp.engine.opens import closing_fd, extended_attributes, open_parent
+from sysmcp.engine.opens import extended_attributes, open_path
 from sysmcp.engine.paths import display, escaped, exact_bytes
 from sysmcp.engine.procs import scan_processes
 
@@ -222,19 +222,12 @@ class _Level:
 
 
 def _open_top(root: bytes) -> int | None:
-    """``root``'s descriptor for listing, reached from ``/`` without following a symlink (``/`` itself
-    opened as it is); None when it cannot be."""
+    """``root``'s descriptor for listing, reached from ``/`` without following a symlink (``open_path``);
+    None when it cannot be."""
     try:
-        if not root.strip(b"/"):
-            return os.open(b"/", _LIST)
-        parent, name = open_parent(os.fsdecode(root))
+        return open_path(os.fsdecode(root), directory=True)
     except (OSError, ValueError):
         return None
-    with closing_fd(parent):
-        try:
-            return os.open(name, _LIST, dir_fd=parent)
-        except OSError:
-            return None
 
 
 def _below(
