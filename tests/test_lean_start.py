@@ -9,9 +9,9 @@ import contextlib
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +20,7 @@ from sysmcp.history.state import STATE_ENV
 from sysmcp.tools import TOOL_MODULES
 from sysmcp.tools.registry import LazyTool, Registry
 from tests.profile import child_env
+from tests.wire import answered_session
 
 # The session as `python -m sysmcp` runs it, with no arguments (as a fleet's hosts run it: history in
 # $SYSMCP_STATE_DIR); the modules it loaded are written to argv[1] as it exits (stdout is the wire).
@@ -44,23 +45,20 @@ HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"na
 
 def session(tmp_path: Path, *calls: dict[str, object]) -> tuple[list[dict[str, object]], set[str], bool]:
     """The answers and the modules loaded of one session that makes ``calls`` then sees EOF."""
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         *({"jsonrpc": "2.0", "id": 2 + n, **call} for n, call in enumerate(calls)),
     ]
     record = tmp_path / "modules.json"
-    done = subprocess.run(
+    replies, stderr, status = answered_session(
         [sys.executable, "-c", SESSION, str(record)],
-        input="".join(json.dumps(line) + "\n" for line in lines),
+        lines,
         env=child_env({**os.environ, STATE_ENV: str(tmp_path / "state")}),
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert status == 0, stderr
+    answers = [replies[key] for key in sorted(replies)]
     loaded = json.loads(record.read_text())
     # The collector, off while the start made its modules, serves on, the start's objects frozen.
     assert loaded["enabled"] and loaded["frozen"] > 10_000

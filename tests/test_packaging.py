@@ -19,6 +19,7 @@ from sysmcp import __version__
 from sysmcp.cli import ROOTS_ENV, build_parser
 from sysmcp.server import SERVER_DETAILS
 from sysmcp.tools import ALL_TOOLS
+from tests.wire import answered_session
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -164,7 +165,7 @@ def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
         else:
             args.append(arg.replace("${__dirname}", str(home)))
     assert config["command"] == "uv"
-    lines = [
+    lines: list[dict[str, Any]] = [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -190,15 +191,8 @@ def test_the_bundle_runs_as_the_host_would_start_it_with_the_chosen_roots(
         },
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", ROOTS_ENV)}
-    done = subprocess.run(
-        [uv, *args],
-        input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    replies = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    replies, stderr, _ = answered_session([uv, *args], lines, env=env, timeout=300)
+    assert {1, 2, 3} <= replies.keys(), stderr[-2000:]
     assert replies[1]["result"]["serverInfo"] == {
         "name": "sysmcp",
         "version": __version__,

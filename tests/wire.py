@@ -5,7 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -179,3 +182,52 @@ async def read_stderr(process: Process) -> str:
         async for chunk in TextReceiveStream(process.stderr):
             text += chunk
     return text
+
+
+def answered_session(
+    argv: list[str], messages: list[dict[str, Any]], *, env: dict[str, str], timeout: float = HANG_S
+) -> tuple[dict[Any, dict[str, Any]], str, int]:
+    """Send ``messages`` to a server started as ``argv``, read until every request among them is
+    answered, then close its stdin as a host does: its replies by id, its stderr and its exit status.
+
+    Closing stdin right after the last request, as a piped ``input=`` does, tells the server the client is
+    gone: calls still running then get only a short grace, which a loaded machine can outlast.
+    """
+    wanted = {message["id"] for message in messages if "id" in message and "method" in message}
+    replies: dict[Any, dict[str, Any]] = {}
+    with (
+        tempfile.TemporaryFile() as stderr,
+        subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
+        ) as process,
+    ):
+        assert process.stdin is not None and process.stdout is not None
+        deadline_timer = _kill_after(process, timeout)
+        try:
+            process.stdin.write(b"".join(json.dumps(message).encode() + b"\n" for message in messages))
+            process.stdin.flush()
+            for line in process.stdout:
+                message = json.loads(line)
+                if isinstance(message, dict) and "id" in message and "method" not in message:
+                    replies[message["id"]] = message
+                if wanted <= replies.keys():
+                    break
+            process.stdin.close()
+            for line in process.stdout.read().splitlines():  # what it writes after the end of input
+                message = json.loads(line)
+                if isinstance(message, dict) and "id" in message and "method" not in message:
+                    replies.setdefault(message["id"], message)
+            status = process.wait()
+        finally:
+            deadline_timer.cancel()
+        stderr.seek(0)
+        return replies, stderr.read().decode("utf-8", "replace"), status
+
+
+def _kill_after(process: subprocess.Popen[bytes], seconds: float) -> threading.Timer:
+    """A timer that kills ``process`` if it is still running after ``seconds``: a hung server fails the
+    test (its replies stop short) instead of hanging it."""
+    timer = threading.Timer(seconds, process.kill)
+    timer.daemon = True
+    timer.start()
+    return timer
