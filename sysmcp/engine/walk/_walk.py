@@ -44,6 +44,7 @@ from sysmcp.engine.walk._types import (
     Subtree,
     SubtreeTotals,
     WalkOptions,
+    reopen,
     same,
 )
 
@@ -456,8 +457,8 @@ class Scanner:
             parent.dirs += frame.dirs
             if frame.newest > parent.newest:
                 parent.newest = frame.newest
-            if parent.fd is None and not partial:
-                parent.fd = self._reopen_parent(frame, parent)
+            if parent.fd is None and not partial:  # closed for the descriptor budget: reached through '..'
+                parent.fd = None if frame.fd is None else reopen("..", parent.dev, parent.ino, frame.fd)
                 if parent.fd is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
@@ -488,16 +489,6 @@ class Scanner:
         if frame.fd is not None:
             fd, frame.fd = frame.fd, None
             os.close(fd)
-
-    @staticmethod
-    def _reopen_parent(child: Frame, parent: Frame) -> int | None:
-        """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
-        if child.fd is None:
-            return None
-        try:
-            return same(os.open("..", DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
-        except OSError:
-            return None
 
     def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
         """Hand out the directories waiting on the stack (call it between events): at most ``limit``
@@ -580,10 +571,9 @@ class Scanner:
         """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
         if root.fd is not None:
             return os.dup(root.fd)
-        try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            return same(os.open(self.root, DIR_FLAGS), root.dev, root.ino)
-        except OSError:
-            return None
+        return reopen(
+            self.root, root.dev, root.ino
+        )  # a walk deeper than its descriptor budget closed the root
 
     @property
     def detached(self) -> bool:
@@ -622,16 +612,14 @@ class Scanner:
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable("/".join(reached))  # the component that denied access
-            else:
-                self.skipped.add("vanished")
-                frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        frame.fd = same(fd, frame.dev, frame.ino)
-        if frame.fd is None:
-            self.skipped.add("vanished")
-            frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        return True
+                return False
+        else:
+            frame.fd = same(fd, frame.dev, frame.ino)
+            if frame.fd is not None:
+                return True
+        self.skipped.add("vanished")
+        frame.apparent = frame.disk = frame.dirs = 0
+        return False
 
     def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
         """Inodes (device, inode) counted elsewhere: further names of them are links here."""
