@@ -428,11 +428,8 @@ class Scanner:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
         try:
             fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
-        except FileNotFoundError:
-            self.skipped.add("vanished")
-            return None
         except OSError as exc:
-            # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
+            # Unreadable (EACCES), gone (ENOENT) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
