@@ -115,9 +115,10 @@ class Scanner:
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
         self.eligible_files = 0
-        # (dev, ino) of the multiply-linked inodes counted: further names of them are links. A caller
-        # walking several roots as one (``du -x a b``) passes one set to each root's scanner.
-        self._seen: set[tuple[int, int]] = set() if seen is None else seen
+        # (dev, ino) of the multiply-linked inodes counted (here, or elsewhere: a parallel walk adds its
+        # other processes'): further names of them are links. A caller walking several roots as one
+        # (``du -x a b``) passes one set to each root's scanner.
+        self.seen: set[tuple[int, int]] = set() if seen is None else seen
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
@@ -222,7 +223,7 @@ class Scanner:
         links: list[tuple[str, os.stat_result]] = []
         subdirs = frame.subdirs
         skipped = self.skipped
-        seen = self._seen
+        seen = self.seen
         linked = self.linked
         match = self._match
         relative = frame.relative
@@ -497,7 +498,10 @@ class Scanner:
         stack = self._stack_ref or []
         if self.base_fd is not None or not any(frame.subdirs for frame in stack):
             return [], []
-        self.base_fd = self._root_again(stack[0])
+        # The root, to reopen subtrees from: by its path if a walk deeper than its descriptor budget
+        # closed it, and then only if it is still the same directory.
+        root = stack[0]
+        self.base_fd = os.dup(root.fd) if root.fd is not None else reopen(self.root, root.dev, root.ino)
         if self.base_fd is None:
             return [], []
         queue: deque[Frame] = deque()
@@ -564,14 +568,6 @@ class Scanner:
         for frame in stack[: deepest + 1]:
             frame.given = True
 
-    def _root_again(self, root: Frame) -> int | None:
-        """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
-        if root.fd is not None:
-            return os.dup(root.fd)
-        return reopen(
-            self.root, root.dev, root.ino
-        )  # a walk deeper than its descriptor budget closed the root
-
     @property
     def detached(self) -> bool:
         """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
@@ -617,10 +613,6 @@ class Scanner:
         self.skipped.add("vanished")
         frame.apparent = frame.disk = frame.dirs = 0
         return False
-
-    def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
-        """Inodes (device, inode) counted elsewhere: further names of them are links here."""
-        self._seen.update(keys)
 
     def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[SubtreeTotals]:
         """Add walked subtrees (each with whether it is complete) to the directories above them.
@@ -681,7 +673,7 @@ class Scanner:
         scanner._start = subtree
         scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
-        scanner._seen = self._seen
+        scanner.seen = self.seen
         scanner._mounts = self._mounts
         scanner._mount_points = self._mount_points
         scanner._pseudo = self._pseudo
