@@ -550,7 +550,7 @@ def _join(
         usage.child_bytes += part["bytes"]
         eligible += part["eligible"]
         stopped = stopped or part["stopped"]
-    scanner.mark_seen(seen)  # what the children counted: not counted again here, nor by a later walk
+    scanner.seen.update(seen)  # what the children counted: not counted again here, nor by a later walk
     lost = [i for i in [*range(len(subtrees)), *given] if i not in done]
     if lost and not given and stopped is None and not budget.expired:
         again = parallel.again(

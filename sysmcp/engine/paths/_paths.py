@@ -46,8 +46,7 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
             pass
         else:
             return path
-    raw = os.fsencode(path)
-    return raw.decode("utf-8", "backslashreplace")
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def printable(name: str | bytes) -> str:

@@ -33,10 +33,9 @@ class SortedRuns:
         """Sort what is buffered and append it to the file as one run."""
         if not self.records:
             return
-        records = self.records
-        records.sort()
+        self.records.sort()
         offset = self.spill.seek(0, os.SEEK_END)
-        self.spill.writelines(records)  # no joined copy of the run
+        self.spill.writelines(self.records)  # no joined copy of the run
         self.spill.flush()
         self.extents.append((offset, self.spill.tell() - offset))
         self.records = []

@@ -163,6 +163,15 @@ def same(fd: int, dev: int, ino: int) -> int | None:
     return None
 
 
+def reopen(name: bytes | str, dev: int, ino: int, dir_fd: int | None = None) -> int | None:
+    """The directory ``name`` opened again, if it is still (device, inode); None if not, or if it
+    cannot be opened."""
+    try:
+        return same(os.open(name, DIR_FLAGS, dir_fd=dir_fd), dev, ino)
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class ScanConfig:
     """What a walk hands its consumer, set once by the engine; a top-N consumer raises the scanner's

@@ -44,6 +44,7 @@ from sysmcp.engine.walk._types import (
     Subtree,
     SubtreeTotals,
     WalkOptions,
+    reopen,
     same,
 )
 
@@ -114,9 +115,10 @@ class Scanner:
         self.file_floor = config.file_floor
         self.block_floor = config.block_floor
         self.eligible_files = 0
-        # (dev, ino) of the multiply-linked inodes counted: further names of them are links. A caller
-        # walking several roots as one (``du -x a b``) passes one set to each root's scanner.
-        self._seen: set[tuple[int, int]] = set() if seen is None else seen
+        # (dev, ino) of the multiply-linked inodes counted (here, or elsewhere: a parallel walk adds its
+        # other processes'): further names of them are links. A caller walking several roots as one
+        # (``du -x a b``) passes one set to each root's scanner.
+        self.seen: set[tuple[int, int]] = set() if seen is None else seen
         # (dev, ino, apparent, blocks, is_regular, directory) of each multiply-linked inode counted,
         # when a parallel scan needs them to count an inode seen by two processes only once.
         self.linked: list[tuple[int, int, int, int, bool, str]] | None = None
@@ -221,7 +223,7 @@ class Scanner:
         links: list[tuple[str, os.stat_result]] = []
         subdirs = frame.subdirs
         skipped = self.skipped
-        seen = self._seen
+        seen = self.seen
         linked = self.linked
         match = self._match
         relative = frame.relative
@@ -427,11 +429,8 @@ class Scanner:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
         try:
             fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
-        except FileNotFoundError:
-            self.skipped.add("vanished")
-            return None
         except OSError as exc:
-            # Unreadable (EACCES) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
+            # Unreadable (EACCES), gone (ENOENT) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
@@ -456,8 +455,8 @@ class Scanner:
             parent.dirs += frame.dirs
             if frame.newest > parent.newest:
                 parent.newest = frame.newest
-            if parent.fd is None and not partial:
-                parent.fd = self._reopen_parent(frame, parent)
+            if parent.fd is None and not partial:  # closed for the descriptor budget: reached through '..'
+                parent.fd = None if frame.fd is None else reopen("..", parent.dev, parent.ino, frame.fd)
                 if parent.fd is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
@@ -489,16 +488,6 @@ class Scanner:
             fd, frame.fd = frame.fd, None
             os.close(fd)
 
-    @staticmethod
-    def _reopen_parent(child: Frame, parent: Frame) -> int | None:
-        """Reach the parent again through the child's '..', accepting it only if it is the same inode."""
-        if child.fd is None:
-            return None
-        try:
-            return same(os.open("..", DIR_FLAGS, dir_fd=child.fd), parent.dev, parent.ino)
-        except OSError:
-            return None
-
     def detach(self, limit: int, target: int) -> tuple[list[Subtree], list[Listing]]:
         """Hand out the directories waiting on the stack (call it between events): at most ``limit``
         ``Subtree``s, shallowest first (likely the biggest), and the listings of the directories read
@@ -509,7 +498,10 @@ class Scanner:
         stack = self._stack_ref or []
         if self.base_fd is not None or not any(frame.subdirs for frame in stack):
             return [], []
-        self.base_fd = self._root_again(stack[0])
+        # The root, to reopen subtrees from: by its path if a walk deeper than its descriptor budget
+        # closed it, and then only if it is still the same directory.
+        root = stack[0]
+        self.base_fd = os.dup(root.fd) if root.fd is not None else reopen(self.root, root.dev, root.ino)
         if self.base_fd is None:
             return [], []
         queue: deque[Frame] = deque()
@@ -576,15 +568,6 @@ class Scanner:
         for frame in stack[: deepest + 1]:
             frame.given = True
 
-    def _root_again(self, root: Frame) -> int | None:
-        """A descriptor of the root for reopening subtrees (None if the root is no longer the same)."""
-        if root.fd is not None:
-            return os.dup(root.fd)
-        try:  # a walk deeper than its descriptor budget closed the root: the path, then identity
-            return same(os.open(self.root, DIR_FLAGS), root.dev, root.ino)
-        except OSError:
-            return None
-
     @property
     def detached(self) -> bool:
         """Whether ``detach`` handed anything out (then ``settle`` must follow)."""
@@ -622,20 +605,14 @@ class Scanner:
             os.close(fd)
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable("/".join(reached))  # the component that denied access
-            else:
-                self.skipped.add("vanished")
-                frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        frame.fd = same(fd, frame.dev, frame.ino)
-        if frame.fd is None:
-            self.skipped.add("vanished")
-            frame.apparent = frame.disk = frame.dirs = 0
-            return False
-        return True
-
-    def mark_seen(self, keys: Iterable[tuple[int, int]]) -> None:
-        """Inodes (device, inode) counted elsewhere: further names of them are links here."""
-        self._seen.update(keys)
+                return False
+        else:
+            frame.fd = same(fd, frame.dev, frame.ino)
+            if frame.fd is not None:
+                return True
+        self.skipped.add("vanished")
+        frame.apparent = frame.disk = frame.dirs = 0
+        return False
 
     def settle(self, subtrees: Sequence[tuple[Subtree, bool]]) -> list[SubtreeTotals]:
         """Add walked subtrees (each with whether it is complete) to the directories above them.
@@ -696,7 +673,7 @@ class Scanner:
         scanner._start = subtree
         scanner.root_dev = self.root_dev
         scanner.base_fd = self.base_fd
-        scanner._seen = self._seen
+        scanner.seen = self.seen
         scanner._mounts = self._mounts
         scanner._mount_points = self._mount_points
         scanner._pseudo = self._pseudo
