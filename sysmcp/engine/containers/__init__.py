@@ -12,6 +12,7 @@ Paths the engine names (data root, log files) are looked at only inside the root
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -220,11 +221,6 @@ def _inside(path: str, may_look: Callable[[str], bool]) -> str:
     return real if may_look(real) else ""
 
 
-def _log_bytes(path: str, may_look: Callable[[str], bool]) -> int | None:
-    """The size of a log file inside the roots, as the engine's own user's (``_log``)."""
-    return _log("", LogFile("", path, None), may_look, None).bytes
-
-
 def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | None:
     """A log file inside the roots, stat'ed reached without a symlink (``open_parent``): one swapped
     in on the way since ``_inside`` resolved it is refused, not followed out of the roots."""
@@ -260,14 +256,12 @@ def _engine_user(socket: str, connected: int | None = None) -> int | None:
     """Whose word the engine's paths are: None for an engine on root's or this user's socket, else the
     uid owning the socket (-1 where it cannot be looked at: no file is that uid's). ``connected``: the
     owner of the socket file connected to (``Api.socket_uid``), else it is looked up by name."""
-    if connected is not None:
-        uid = connected
-    else:
+    if connected is None:
         try:
-            uid = os.stat(socket).st_uid
+            connected = os.stat(socket).st_uid
         except (OSError, ValueError):
             return -1
-    return None if uid in (0, os.geteuid()) else uid
+    return None if connected in (0, os.geteuid()) else connected
 
 
 def _not_walkable(root: str) -> str | None:
@@ -373,17 +367,13 @@ def _configs(
     Both, its files read and the inspects asked, until ``until`` (monotonic; None for those neither
     read nor asked: an engine of a hundred thousand containers, one answering each inspect just within
     the timeout, or a data root of a million containers' files bounds the call no more)."""
-    try:  # reached without a symlink, as each container's files are: none leads out of the roots
-        fd = open_path(os.path.join(data_root, "containers"), directory=True) if data_root else None
-    except (OSError, ValueError):
-        fd = None
-    try:
-        ids = None if fd is None else os.listdir(fd)
-    except OSError:
-        ids = None
-    finally:
-        if fd is not None:
-            os.close(fd)
+    ids = None
+    if data_root:  # reached without a symlink, as each container's files are: none leads out of the roots
+        with (
+            contextlib.suppress(OSError, ValueError),
+            closing_fd(open_path(os.path.join(data_root, "containers"), directory=True)) as fd,
+        ):
+            ids = os.listdir(fd)
     kept = []
     for container in ids or ():  # read within the inspects' budget: a data root may hold a million
         check()
