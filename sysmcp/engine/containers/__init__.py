@@ -238,11 +238,13 @@ def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | 
         os.close(parent)
 
 
-def _log(container: str, file: LogFile, may_look: Callable[[str], bool], speaker: int | None) -> Log:
-    """A container's log as its engine names it, measured only where the file is the engine's user's
-    (``speaker``; None: root's or this user's engine, whose word any file may be): a rootless engine
-    on another user's socket may name any file as a log (/etc/shadow, a database's 40 GiB), which
-    is not its to count."""
+def _log(container: str, file: LogFile | None, may_look: Callable[[str], bool], speaker: int | None) -> Log:
+    """A container's log as its engine names it (``file`` None: its inspect not asked, past the time
+    budget), measured only where the file is the engine's user's (``speaker``; None: root's or this
+    user's engine, whose word any file may be): a rootless engine on another user's socket may name
+    any file as a log (/etc/shadow, a database's 40 GiB), which is not its to count."""
+    if file is None:
+        return Log(container, LogFile("", "", None), None, inspected=False)
     looked = _log_looked(file.path, may_look)
     if looked is not None and speaker is not None and looked.st_uid != speaker:
         return Log(container, file, None, foreign=True)
@@ -349,10 +351,7 @@ def _read_logs(
     (monotonic) has passed: those containers' logs are not ``inspected``."""
     logs = []
     for done, (name, config) in enumerate(_configs(api, _inside(data_root, may_look), check, until), 1):
-        if config is None:
-            logs.append(Log(name, LogFile("", "", None), None, inspected=False))
-        else:
-            logs.append(_log(name, _model.log_file(config), may_look, speaker))
+        logs.append(_log(name, None if config is None else _model.log_file(config), may_look, speaker))
         report("inspect", done, 0)
     return logs
 
@@ -677,10 +676,5 @@ def _command_figures(
     logs = _command.inspected_logs(command, ids, timeout_s, check, until) if ids else {}
     for done, container in enumerate(found.containers, 1):
         if container.id in logs:  # else removed since it was listed: its log gone with it
-            log = logs[container.id]
-            found.logs.append(
-                Log(container.name, LogFile("", "", None), None, inspected=False)
-                if log is None
-                else _log(container.name, log, looks, found.speaker)
-            )
+            found.logs.append(_log(container.name, logs[container.id], looks, found.speaker))
         report("inspect", done, 0)
