@@ -26,16 +26,13 @@ from sysmcp.engine.containers import (
     LogFile,
     Survey,
     Volume,
-    _log,
-    _read_logs,
-    _reconciled,
-    _walk,
     find_socket,
     known_sockets,
     survey,
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
+from sysmcp.engine.containers._survey import _log, _read_logs, _reconciled, _walk
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
