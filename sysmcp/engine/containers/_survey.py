@@ -212,14 +212,10 @@ def _log_looked(path: str, may_look: Callable[[str], bool]) -> os.stat_result | 
         return None
     try:
         parent, name = open_parent(real)
+        with closing_fd(parent):
+            return os.stat(name, dir_fd=parent, follow_symlinks=False)
     except (OSError, ValueError):
         return None
-    try:
-        return os.stat(name, dir_fd=parent, follow_symlinks=False)
-    except OSError:
-        return None
-    finally:
-        os.close(parent)
 
 
 def _log(container: str, file: LogFile | None, may_look: Callable[[str], bool], speaker: int | None) -> Log:
