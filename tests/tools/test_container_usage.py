@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,18 +23,16 @@ from sysmcp.engine.containers import (
     Container,
     ContainersRequest,
     DataRootWalk,
+    LogFile,
     Survey,
     Volume,
-    _log_bytes,
-    _read_logs,
-    _reconciled,
-    _walk,
     find_socket,
     known_sockets,
     survey,
 )
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._command import ask
+from sysmcp.engine.containers._survey import _log, _read_logs, _reconciled, _walk
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.protocol.failures import ArgumentError
@@ -1256,8 +1254,11 @@ def test_a_log_files_directory_swapped_for_a_symlink_out_of_the_roots_once_check
             (inside / "logs").symlink_to(outside)
         return path.startswith(f"{inside}/")
 
-    assert _log_bytes(str(inside / "logs" / "web.log"), may_look) is None
-    assert _log_bytes(str(inside / "kept" / "web.log"), lambda path: path.startswith(f"{inside}/")) == 99
+    def log_bytes(path: Path, may_look: Callable[[str], bool]) -> int | None:
+        return _log("", LogFile("", str(path), None), may_look, None).bytes
+
+    assert log_bytes(inside / "logs" / "web.log", may_look) is None
+    assert log_bytes(inside / "kept" / "web.log", lambda path: path.startswith(f"{inside}/")) == 99
 
 
 def test_a_data_root_whose_directory_is_swapped_for_a_symlink_out_of_the_roots_once_checked_is_not_walked(

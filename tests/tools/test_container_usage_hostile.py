@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from sysmcp.engine.containers import ContainersRequest, Survey, _command, _command_figures, _walk, survey
+from sysmcp.engine.containers import ContainersRequest, Survey, _command, survey
 from sysmcp.engine.containers._command import decimal_size
+from sysmcp.engine.containers._survey import _command_figures, _walk
 from sysmcp.engine.faults import NotFound, Unavailable
 from sysmcp.reclaim import _classes
 from sysmcp.tools.container_usage import answer, render

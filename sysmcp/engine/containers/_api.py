@@ -91,11 +91,14 @@ class Api(http.client.HTTPConnection):
 
     def connect(self) -> None:
         fd = self._pinned() if self.pinned else self._opened()
+        # Looked at through the pinned descriptor where there is one: the socket connected to (or
+        # refused), not whatever a symlink swapped in since would lead to.
+        look = functools.partial(os.stat, self.path) if fd is None else functools.partial(os.fstat, fd)
         try:
             sock = _Bounded(lambda: -math.inf if self.aborted else self.deadline)
             try:
                 sock.settimeout(self.timeout)
-                owner = os.fstat(fd).st_uid if fd is not None else os.stat(self.path).st_uid
+                owner = look().st_uid
                 if self.socket_uid is not None and owner != self.socket_uid:
                     raise OSError(
                         errno.ECONNABORTED,
@@ -105,13 +108,11 @@ class Api(http.client.HTTPConnection):
                 self.socket_uid = owner
             except ConnectionRefusedError:
                 sock.close()
-                self._refused(fd)
+                self._refused(look)
                 raise
             except PermissionError:
                 sock.close()
-                # Told through the pinned descriptor where there is one: the socket refused, not
-                # whatever a symlink swapped in since would lead to.
-                self.owner = _owner(functools.partial(os.fstat, fd) if fd is not None else self._stat)
+                self.owner = _owner(look)
                 raise
             except BaseException:
                 sock.close()
@@ -121,19 +122,15 @@ class Api(http.client.HTTPConnection):
                 os.close(fd)
         self.sock = sock
 
-    def _refused(self, fd: int | None) -> None:
+    def _refused(self, look: Callable[[], os.stat_result]) -> None:
         """``WrongKind`` when what refused the connection is no socket (a FIFO, a regular file, a
-        directory: the kernel refuses them all as it refuses a socket nobody listens on). Looked at
-        through the pinned descriptor where there is one, so a symlink swapped in is not followed."""
+        directory: the kernel refuses them all as it refuses a socket nobody listens on)."""
         try:
-            mode = os.fstat(fd).st_mode if fd is not None else os.stat(self.path).st_mode
+            mode = look().st_mode
         except OSError:
             return
         if not stat.S_ISSOCK(mode):
             raise WrongKind(f"{self.shown} is {kind(mode)}, not a socket", reason="not_socket")
-
-    def _stat(self) -> os.stat_result:
-        return os.stat(self.path)
 
     def _opened(self) -> int | None:
         """The socket's ``O_PATH`` descriptor, reached as a name is (its symlinks followed), where there

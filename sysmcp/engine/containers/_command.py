@@ -121,32 +121,18 @@ def docker_df(df: dict[str, Any]) -> tuple[list[Image], list[Container], list[Vo
 
 
 def podman_containers(rows: list[dict[str, Any]]) -> list[Container]:
-    """``podman ps -a --size --format json``."""
-    return [
-        Container(
-            id=str(row.get("Id", "")),
-            name=str((row.get("Names") or [str(row.get("Id", ""))[:12]])[0]),
-            image=str(row.get("Image", "")),
-            state=str(row.get("State") or "unknown"),
-            created=seconds(row.get("Created")),
-            writable=_model.amount((row.get("Size") or {}).get("rwSize")),
-            volumes=(),  # ps names mount destinations, not volumes
-        )
-        for row in rows
-    ]
+    """``podman ps -a --size --format json``, read as the API's list: its writable layer is under ``Size``,
+    and it names mount destinations, not volumes."""
+    listed = [{**row, "SizeRw": (row.get("Size") or {}).get("rwSize"), "Mounts": ()} for row in rows]
+    return _model.containers({"Containers": listed})
 
 
 def podman_volumes(rows: list[dict[str, Any]]) -> list[Volume]:
-    """``podman volume ls --format json``: no sizes (podman measures them only in ``system df``)."""
-    return [
-        Volume(
-            str(row.get("Name", "")),
-            None,
-            _model.amount(row.get("MountCount")),
-            str(row.get("Mountpoint", "")),
-        )
-        for row in rows
-    ]
+    """``podman volume ls --format json``, read as the API's list: no sizes (podman measures them only in
+    ``system df``), its containers using one in ``MountCount``."""
+    return _model.volumes(
+        {"Volumes": [{**row, "UsageData": {"RefCount": row.get("MountCount")}} for row in rows]}
+    )
 
 
 def inspected_logs(

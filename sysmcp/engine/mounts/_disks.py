@@ -571,27 +571,18 @@ def dedupe(entries: Sequence[FilesystemUsage]) -> list[FilesystemUsage]:
     """One entry per filesystem (``_device_key``), chosen as df chooses, in mount order: a real device
     path ('/dev/…') over a name like 'tmpfs', then the mount nearer the root unless it shows a deeper
     subtree (a bind mount), and a later mount on the same mount point over the one it hides."""
-    chosen: dict[object, int] = {}
-    keep: list[bool] = [False] * len(entries)
+    chosen: dict[object, int] = {}  # each filesystem's entry so far, by its index
     for index, entry in enumerate(entries):
-        mount = entry.mount
-        key = _device_key(entry)
-        seen_index = chosen.get(key)
-        if seen_index is None:
-            chosen[key] = index
-            keep[index] = True
-            continue
-        seen = entries[seen_index].mount
-        new_is_better = (
-            ("/" in mount.device and "/" not in seen.device)
+        mount, key = entry.mount, _device_key(entry)
+        seen = entries[chosen[key]].mount if key in chosen else None
+        if (
+            seen is None
+            or ("/" in mount.device and "/" not in seen.device)
             or (len(mount.mount_point) < len(seen.mount_point) and not len(seen.root) < len(mount.root))
             or mount.mount_point == seen.mount_point
-        )
-        if new_is_better:
-            keep[seen_index] = False
-            keep[index] = True
+        ):
             chosen[key] = index
-    survivors = [entry for index, entry in enumerate(entries) if keep[index]]
+    survivors = [entries[index] for index in sorted(chosen.values())]
     # Two entries left on one mount point (devices that could not be identified): the later one shows.
     last_at: dict[str, int] = {entry.mount.mount_point: i for i, entry in enumerate(survivors)}
     return [entry for i, entry in enumerate(survivors) if last_at[entry.mount.mount_point] == i]

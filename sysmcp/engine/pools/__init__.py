@@ -21,14 +21,17 @@ from sysmcp.engine.pools._cow import (
     zfs_cow,
 )
 from sysmcp.engine.pools._lvm import (
+    LVS,
     ThinPool,
     could_be_thin,
     parse_lvs,
+    snapshots_of_volume,
     thin_pool_of,
     thin_pools,
 )
 
 __all__ = [
+    "LVS",
     "Cow",
     "CowItem",
     "ThinPool",
@@ -39,6 +42,7 @@ __all__ = [
     "parse_qgroups",
     "parse_subvolume_lines",
     "parse_zfs_list",
+    "snapshots_of_volume",
     "subvolume_id_at",
     "thin_pool_of",
     "thin_pools",

@@ -8,6 +8,7 @@ with the columns ``-o space`` stands for, plus each snapshot's own ``used``. Par
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -195,10 +196,7 @@ def btrfs_cow(
         cow.exact = False
         cow.faults.append(fault)
         return cow
-
-    def reach(path: str) -> str:
-        return _reachable(path, point, mounted)
-
+    reach = functools.partial(_reachable, point=point, mounted=mounted)
     every, dropped = verified_subvolumes(every_lines, reach, subvolume_at)
     snapshots, _ = verified_subvolumes(snap_lines, reach, subvolume_at)
     snaps = {ident for ident, path in snapshots.items() if every.get(ident) == path}
@@ -224,7 +222,7 @@ def btrfs_cow(
     )
     deadline = clock() + du_budget_s
     for ident, path in sorted(others.items()):
-        where = _reachable(path, point, mounted)
+        where = reach(path)
         referenced, exclusive = groups.get(ident, (None, None))
         shared = None if referenced is None or exclusive is None else referenced - exclusive
         if not groups:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sysmcp import platform
 from sysmcp.engine.commands import BadOutput, run_command
 
-LVS_FIELDS = "lv_name,vg_name,lv_attr,pool_lv,data_percent,metadata_percent,lv_size"
+LVS_FIELDS = "lv_name,vg_name,lv_attr,pool_lv,data_percent,metadata_percent,lv_size,origin"
 LVS = ["lvs", "--reportformat", "json", "--units", "b", "--nosuffix", "-a", "-o", LVS_FIELDS]
 
 
@@ -29,6 +29,7 @@ class LogicalVolume:
     size: int
     data_percent: float | None
     metadata_percent: float | None
+    origin: str = ""  # the volume a snapshot is of ('' for others)
 
 
 def _dm(vg: str, lv: str) -> str:
@@ -99,6 +100,7 @@ def parse_lvs(text: str) -> list[LogicalVolume]:
                     int(float(size)) if size else 0,
                     _percent(row.get("data_percent")),
                     _percent(row.get("metadata_percent")),
+                    str(row.get("origin", "")),
                 )
             )
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -142,6 +144,12 @@ def thin_pool_of(device: str, volumes: Sequence[LogicalVolume]) -> ThinPool | No
         pool.metadata_percent,
         provisioned,
     )
+
+
+def snapshots_of_volume(device: str, volumes: Sequence[LogicalVolume]) -> list[str]:
+    """The names of the snapshots of the logical volume ``device`` (a mount's source) is."""
+    name = _dm_name(device)
+    return [v.name for v in volumes if v.origin and _dm(v.vg, v.origin) == name]
 
 
 def could_be_thin(device: str) -> bool:

@@ -171,8 +171,7 @@ def _namespace(proc: str, pid: str) -> tuple[int, int] | None:
 def link_confined(link: bytes, dev: int) -> bool:
     """Whether ``/proc/PID/fd/N`` (``link``, a file whose st_dev is ``dev``) is held in this server's view
     under the name its text gives (``MountView.names``): what reclaim asks again right before truncating."""
-    fd_dir = os.path.dirname(os.fsdecode(link))
-    base = os.path.dirname(fd_dir)
+    base = os.path.dirname(os.path.dirname(os.fsdecode(link)))  # /proc/PID of /proc/PID/fd/N
     pid = os.path.basename(base)
     try:
         target = os.readlink(link)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from sysmcp import platform
 from sysmcp.engine.commands import run_command
-from sysmcp.engine.faults import Unavailable
+from sysmcp.engine.faults import EngineError, Unavailable
 from sysmcp.engine.mounts import Mount
+from sysmcp.engine.pools import LVS, parse_lvs, snapshots_of_volume
 
 COMMAND_TIMEOUT = 10.0
 
@@ -62,13 +63,10 @@ def snapshots_of(mount: Mount) -> Snapshots:
 
 
 def _lvm(device: str) -> Snapshots:
-    out = _read(
-        ["lvs", "--noheadings", "--nosuffix", "--units", "b", "-o", "lv_name,origin,lv_size,data_percent"],
-        COMMAND_TIMEOUT,
-    )
-    base = device.rsplit("/", 1)[-1].split("-")[-1]
-    rows = [line.split() for line in (out or "").splitlines()]
-    names = [row[0] for row in rows if len(row) >= 3 and row[1] == base]
+    try:
+        names = snapshots_of_volume(device, parse_lvs(run_command(LVS, COMMAND_TIMEOUT)))
+    except EngineError:  # lvs missing, failing, silent, or not giving its report: nothing to say
+        return Snapshots()
     if not names:
         return Snapshots()
     note = "their blocks are in the thin pool, not on this filesystem"

@@ -5,6 +5,7 @@ the words and schema of the answer."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import stat
 import subprocess
@@ -450,8 +451,20 @@ async def test_a_scan_that_crossed_filesystems_or_of_a_subdirectory_is_not_used(
 def test_a_volume_on_lvm_names_its_thin_snapshots_from_lvs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    lvs = tmp_path / "lvs"  # lvs --noheadings -o lv_name,origin,lv_size,data_percent: no origin, no column
-    lvs.write_text("#!/bin/sh\nprintf '  root  1000 \\n  snap1 root 1000 5.00\\n  snap2 home 1000 1.00\\n'\n")
+    lv = {
+        "vg_name": "vg0",
+        "lv_attr": "Vwi-a-tz--",
+        "pool_lv": "pool",
+        "lv_size": "1000",
+        "metadata_percent": "",
+    }
+    rows = [
+        {**lv, "lv_name": "root", "origin": "", "data_percent": ""},
+        {**lv, "lv_name": "snap1", "origin": "root", "data_percent": "5.00"},
+        {**lv, "lv_name": "snap2", "origin": "home", "data_percent": "1.00"},
+    ]
+    lvs = tmp_path / "lvs"  # lvs --reportformat json: its report, whatever else it is asked
+    lvs.write_text(f"#!/bin/sh\necho '{json.dumps({'report': [{'lv': rows}]})}'\n")
     lvs.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     snaps = snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4"))
@@ -459,4 +472,30 @@ def test_a_volume_on_lvm_names_its_thin_snapshots_from_lvs(
     assert not snaps.exact and snaps.items[0].exclusive is None and "thin pool" in snaps.note
     assert snapshots_of(Mount("/srv", "/dev/mapper/vg0-srv", "ext4")) == Snapshots()
     lvs.unlink()  # lvs not installed: nothing to say
+    assert snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4")) == Snapshots()
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="LVM is Linux's: the portable profile, like macOS, has none")
+def test_lvm_snapshots_are_the_mounted_volumes_whatever_dashes_its_name_holds_and_of_its_group_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    volumes = [  # (name, group, origin): vg0/my-lv is /dev/mapper/vg0-my--lv; vg1 has a root of its own
+        ("my-lv", "vg0", ""),
+        ("snap1", "vg0", "my-lv"),
+        ("lv", "vg0", ""),
+        ("snap2", "vg0", "lv"),
+        ("root", "vg0", ""),
+        ("other", "vg1", "root"),
+    ]
+    fields = {"lv_attr": "Vwi-a-tz--", "pool_lv": "pool", "data_percent": "5.00", "metadata_percent": ""}
+    rows = [{"lv_name": n, "vg_name": g, "origin": o, "lv_size": "1000", **fields} for n, g, o in volumes]
+    (tmp_path / "report.json").write_text(json.dumps({"report": [{"lv": rows}]}))
+    (tmp_path / "report.txt").write_text("".join(f"  {n} {o} 1000 5.00\n" for n, _, o in volumes))
+    lvs = tmp_path / "lvs"  # its JSON report when asked for it, else the plain columns
+    lvs.write_text(
+        f'#!/bin/sh\ncase "$*" in *json*) cat {tmp_path}/report.json;; *) cat {tmp_path}/report.txt;; esac\n'
+    )
+    lvs.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert [s.name for s in snapshots_of(Mount("/", "/dev/mapper/vg0-my--lv", "ext4")).items] == ["snap1"]
     assert snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4")) == Snapshots()
