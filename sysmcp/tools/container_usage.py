@@ -22,7 +22,6 @@ from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import age, human_bytes, more_not_shown, plural
 from sysmcp.tools import schemas as js
-from sysmcp.tools.merging import summary_merge
 from sysmcp.tools.registry import RESOLVE_TIMEOUT, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.views import CONTAINERS
@@ -568,6 +567,5 @@ TOOL = Tool(
     input_schema=INPUT_SCHEMA,
     output=ContainerUsage,
     handler=handle,
-    merge=summary_merge(),
     view=CONTAINERS.uri,
 )

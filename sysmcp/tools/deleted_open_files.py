@@ -44,7 +44,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 @result
 class HolderRow:
     pid: int = prop()
-    command: str = prop("The process's command name.")
+    command: str = prop()
     user: str | None = prop("Owner of the process (null: no user name).")
     fd: int | None = prop(
         "The open descriptor: /proc/PID/fd/FD reaches the file. null: the process holds it by a memory "

@@ -30,7 +30,6 @@ from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name, with_link
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result, to_json
 from sysmcp.tools.walking import (
-    TimeBudget,
     directory_argument,
     joined,
     scan_failure,
@@ -40,7 +39,7 @@ from sysmcp.tools.walking import (
 )
 from sysmcp.views import DIR_USAGE
 
-TIMEOUT = TimeBudget(default=30.0, maximum=300.0)
+TIMEOUT = js.TimeBudget(default=30.0, maximum=300.0)
 FULL_FILES = 1000  # rows kept for the full listing resource (the inline list is top_n of these)
 FULL_DIRECTORIES = 10_000
 MAX_AGE_S = 200 * 365 * 86400  # a duration longer than this is a typo, not a filter

@@ -56,8 +56,7 @@ else:
     Explain = imported_later("sysmcp.tools.disk_explain", "Explain")
 
 MAX_SAMPLE_S = 60  # sample_s at most
-EXPLAIN_TIMEOUT_S = 60  # explain's walk budget (timeout_s) by default
-MAX_EXPLAIN_TIMEOUT_S = 600  # and at most
+EXPLAIN_TIMEOUT = js.TimeBudget(default=60, maximum=600)  # explain's walk budget (timeout_s)
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )
@@ -409,12 +408,7 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
             "Watch this long for fill rates and time to full.", minimum=0, maximum=MAX_SAMPLE_S, default=0
         ),
         "explain": js.boolean("With path: account for every used byte; walks the filesystem.", default=False),
-        "timeout_s": js.number(
-            "With explain: the walk's budget.",
-            minimum=0.001,
-            maximum=MAX_EXPLAIN_TIMEOUT_S,
-            default=EXPLAIN_TIMEOUT_S,
-        ),
+        "timeout_s": EXPLAIN_TIMEOUT.property("With explain: the walk's budget."),
     },
     required=None,
 )
@@ -479,7 +473,7 @@ class DiskUsage:
             entry, real = await disks.one(args["path"], table, ctx.paths.resolve_str)
             entries, shown = [entry], display(real)
             if args.get("explain") and entry.figures is not None:
-                timeout = min(float(args.get("timeout_s", EXPLAIN_TIMEOUT_S)), MAX_EXPLAIN_TIMEOUT_S)
+                timeout = EXPLAIN_TIMEOUT.of(args)
                 from sysmcp.tools.disk_explain import run as explain
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)

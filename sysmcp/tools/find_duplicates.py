@@ -25,7 +25,7 @@ from sysmcp.tools.typed import Open, prop, result
 
 PATHS_INLINE = 5  # paths shown per group in the text and structured content
 FULL_TEXT_CAP = 8 << 20  # the full group list resource is cut (and says so) beyond this
-TIMEOUT = walking.TimeBudget(default=60.0, maximum=600.0)
+TIMEOUT = js.TimeBudget(default=60.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {

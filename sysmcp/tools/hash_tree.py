@@ -42,7 +42,7 @@ from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import prop, result
 
 MAX_LISTED = 50  # unreadable files named in the result; the rest are counted
-TIMEOUT = walking.TimeBudget(default=30.0, maximum=600.0)
+TIMEOUT = js.TimeBudget(default=30.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {

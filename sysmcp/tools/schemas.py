@@ -6,6 +6,7 @@ the data it is.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -44,6 +45,26 @@ def path_argument(description: str | None = None) -> dict[str, Any]:
 def top_n_argument(description: str | None = None, *, maximum: int, default: int) -> dict[str, Any]:
     """How many items a list shows (1 to ``maximum``); the rest are counted, not listed."""
     return integer(description, minimum=1, maximum=maximum, default=default)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBudget:
+    """The ``timeout_s`` of a tool that stops at a time budget with a partial result (the server's
+    instructions say what a partial answer is, once): its schema property and the capped seconds."""
+
+    default: float
+    maximum: float
+
+    def property(self, description: str | None = None) -> dict[str, Any]:
+        return number(description, minimum=0.001, maximum=_plain(self.maximum), default=_plain(self.default))
+
+    def of(self, args: dict[str, Any]) -> float:
+        return min(float(args.get("timeout_s", self.default)), self.maximum)
+
+
+def _plain(seconds: float) -> float | int:
+    """A whole number of seconds as an integer, so the schema reads 300 rather than 300.0."""
+    return int(seconds) if float(seconds).is_integer() else seconds
 
 
 def arguments(properties: dict[str, Any], *, required: Iterable[str] | None = ("path",)) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from sysmcp.tools.typed import prop, result
 
 __all__ = ["INPUT_SCHEMA", "TOOL", "answer", "handle", "render", "verify_request"]
 
-TIMEOUT = walking.TimeBudget(default=30.0, maximum=600.0)
+TIMEOUT = js.TimeBudget(default=30.0, maximum=600.0)
 
 INPUT_SCHEMA: dict[str, Any] = js.arguments(
     {

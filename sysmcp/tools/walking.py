@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +45,6 @@ def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
         ),
         "one_file_system": js.boolean(f"{note}Stay on {base}'s filesystem." if note else None, default=True),
     }
-
-
-@dataclass(frozen=True, slots=True)
-class TimeBudget:
-    """The ``timeout_s`` of a tool that stops at a time budget with a partial result (the server's
-    instructions say what a partial answer is, once): its schema property and the capped seconds."""
-
-    default: float
-    maximum: float
-
-    def property(self) -> dict[str, Any]:
-        return js.number(minimum=0.001, maximum=_plain(self.maximum), default=_plain(self.default))
-
-    def of(self, args: dict[str, Any]) -> float:
-        return min(float(args["timeout_s"]), self.maximum)
-
-
-def _plain(seconds: float) -> float | int:
-    """A whole number of seconds as an integer, so the schema reads 300 rather than 300.0."""
-    return int(seconds) if float(seconds).is_integer() else seconds
 
 
 #: The longest exclude pattern taken: a glob is compiled where it cannot be stopped, and a very long

@@ -36,7 +36,6 @@ from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
 from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
 from sysmcp.tools.walking import (
-    TimeBudget,
     directory_argument,
     joined,
     scan_failure,
@@ -44,7 +43,7 @@ from sysmcp.tools.walking import (
     walk_properties,
 )
 
-TIMEOUT = TimeBudget(default=60.0, maximum=300.0)
+TIMEOUT = js.TimeBudget(default=60.0, maximum=300.0)
 #: Changes the kept full list names at most, the largest first: a million would be past what a result may
 #: keep (``results.MAX_ITEM``), and building each row costs time and memory the answer does not need.
 FULL_LIST_MAX = 100_000
