@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import display, mount_source, on_the_way, printable
 from sysmcp.render import age, human_bytes, noun, plural
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 
 if TYPE_CHECKING:
     from sysmcp.engine.mounts import FilesystemUsage, MountTable
@@ -332,7 +332,6 @@ def _percent(part: int, whole: int) -> float:
 def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, Explain]:
     """The answer: one sentence of totals, then a line per part with its next step (and, after part
     5, what only the engine's snapshot reading has: ``roots`` decides which snapshot it may name)."""
-    from sysmcp.tools.dir_usage import iso_utc
     from sysmcp.tools.disk_pools import as_snapshots, cow_lines
 
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it

@@ -7,6 +7,7 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from operator import attrgetter
@@ -36,12 +37,13 @@ from sysmcp.engine.paths import display, is_within, mount_source, printable, wit
 from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
+from sysmcp.history.snapshots import DiskReading, reading_identity
 from sysmcp.platform import PROC
 from sysmcp.protocol.failures import ArgumentError
+from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, noun, plural, table
 from sysmcp.tools import schemas as js
 from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
-from sysmcp.tools.history_hooks import READINGS, readings_quiet, record_disk
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
@@ -412,6 +414,68 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
     },
     required=None,
 )
+
+
+#: The process's gate for disk readings (``history.ReadingGate``); a test passes its own.
+READINGS = ReadingGate()
+
+
+def readings_quiet(key: str, gate: ReadingGate = READINGS) -> bool:
+    """Whether disk_usage's call named ``key`` can be answered with no reading due (no store
+    opened: for the event loop's at-once check)."""
+    gate.follow(state.directory())
+    return gate.quiet(key)
+
+
+async def record_disk(
+    filesystems: Sequence[Filesystem],
+    key: str,
+    gate: ReadingGate = READINGS,
+    identities: Sequence[str | None] | None = None,
+) -> str | None:
+    """Keep disk_usage's figures (a few tiny rows) when ``gate`` finds them due, off the event loop;
+    a sentence if not saved. ``key`` names the call (its path) for the gate's ``quiet``; ``identities``,
+    each filesystem's ``filesystem_id`` where known (None: not), tells a filesystem mounted anew at a
+    mount point from the one before (the same source and type: a tmpfs, a device made again by mkfs).
+
+    The store is opened by the worker that writes (``state.active()`` in ``save``), not here: the
+    event loop does no file I/O, and a fresh process opens one SQLite connection, not two."""
+    if not state.configured():
+        return None
+    gate.follow(state.directory())
+    taken = state.now()
+    host = state.host_name()
+    readings = [
+        DiskReading(
+            host,
+            os.fsencode(fs.mount_point),
+            reading_identity(fs.device, fs.fs_type, identity),
+            taken,
+            fs.total_bytes or 0,
+            fs.used_bytes,
+            fs.free_bytes or 0,
+            fs.inodes.used if fs.inodes else None,
+            fs.inodes.free if fs.inodes else None,
+        )
+        for fs, identity in zip(filesystems, identities or [None] * len(filesystems), strict=True)
+        if fs.status == "ok" and fs.used_bytes is not ABSENT
+    ]
+    gate.answered(key, readings)
+    due = gate.due(readings)
+    if not due:
+        return None  # each filesystem has a recent reading and has not moved since: nothing to add
+
+    def save(_: None) -> str | None:
+        store = state.active()
+        if store is None:
+            return None
+        saved = store.save_readings(due)
+        if not saved.ok:
+            return f"History: {saved.reason}."
+        gate.kept(due)
+        return None
+
+    return await run_in_thread(save, None, None)
 
 
 class DiskUsage:

@@ -23,6 +23,8 @@ import dataclasses
 import enum
 import functools
 import importlib
+import math
+import time
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -335,3 +337,25 @@ def _plain_reader(hint: Any) -> Callable[[Any], Any]:
     if hint is float:
         return float
     return lambda data: data
+
+
+# The seconds ``datetime`` can show (years 1 to 9999): outside them a time is not shown (None).
+_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
+
+
+def iso_utc(mtime: float) -> str | None:
+    """A result's time (``2026-12-04T20:21:11Z``): ``mtime`` as ``datetime.fromtimestamp(mtime, UTC)`` would print it, without an aware ``datetime``.
+
+    Why by hand: the full listing dates up to a thousand files on every call, and an aware
+    ``datetime``'s ``strftime`` made the render 4.6 ms of a 0.6 s call (2.6 ms this way). Rounding as
+    ``datetime`` does it: to the microsecond, half to even, then the whole second below.
+    """
+    try:
+        fraction, whole = math.modf(mtime)
+        micro = round(fraction * 1e6)
+        seconds = int(whole) + (1 if micro >= 1_000_000 else -1 if micro < 0 else 0)
+    except (OverflowError, ValueError):  # inf, nan
+        return None
+    if not _FIRST_SECOND <= seconds <= _LAST_SECOND:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

@@ -31,10 +31,10 @@ from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, wit
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
-from sysmcp.tools.dir_usage import FULL_FILES, iso_utc, parse_duration
+from sysmcp.tools.dir_usage import FULL_FILES, parse_duration
 from sysmcp.tools.merging import HostOutcome, fleet_output, typed_results
 from sysmcp.tools.registry import ResourceLink, Tool, ToolContext, ToolOutput, listing_name
-from sysmcp.tools.typed import ABSENT, Open, Opt, prop, result
+from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 from sysmcp.tools.walking import (
     directory_argument,
     joined,

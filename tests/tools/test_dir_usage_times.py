@@ -29,12 +29,11 @@ from sysmcp.tools.dir_usage import (
     TOOL,
     answer,
     handle,
-    iso_utc,
     parse_duration,
     request_for,
     time_window,
 )
-from sysmcp.tools.typed import to_json
+from sysmcp.tools.typed import iso_utc, to_json
 from tests.harness import tool_context
 
 pytestmark = pytest.mark.anyio

@@ -1004,7 +1004,7 @@ def test_a_file_unreadable_at_the_baseline_rewritten_with_its_mtime_reset_is_cha
 
 def ctimes(then: os.stat_result, now: os.stat_result) -> str:
     """How the answer words a file's ctime then and now (to the second)."""
-    from sysmcp.tools.dir_usage import iso_utc
+    from sysmcp.tools.typed import iso_utc
 
     before, after = iso_utc(then.st_ctime), iso_utc(now.st_ctime)
     return f"ctime {before} → {after}" if before != after else f"ctime changed within {after}"

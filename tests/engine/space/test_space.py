@@ -37,11 +37,10 @@ from sysmcp.protocol.failures import ArgumentError
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA as DU_INPUT
 from sysmcp.tools.dir_usage import handle as dir_usage
-from sysmcp.tools.dir_usage import iso_utc
 from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from sysmcp.tools.registry import ToolContext
-from sysmcp.tools.typed import to_json
+from sysmcp.tools.typed import iso_utc, to_json
 from tests.harness import tool_context
 from tests.profile import UNDER_POSIX_PROFILE, needs_fork
 from tests.tools.test_what_changed import Clock
