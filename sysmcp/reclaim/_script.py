@@ -301,10 +301,7 @@ def _step(item: Item, entry: PlannedFile, directories: dict[bytes, int]) -> str:
     the number of the directory holding it (``directories``: each numbered once, the script checks it once)."""
     who = entry.identity
     number = directories.setdefault(os.path.dirname(entry.path), len(directories))
-    setup, word = quote(entry.path)
-    shown = escaped(entry.path).encode()
-    show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
-    setup += show_setup
+    setup, word, show_word = _named(entry.path, "P", "S")
     if item.held:
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
     if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
@@ -312,18 +309,23 @@ def _step(item: Item, entry: PlannedFile, directories: dict[bytes, int]) -> str:
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
         kept = item.keep.identity
-        keep_setup, keep_word = quote(item.keep.path, "K")
-        keep_shown = escaped(item.keep.path).encode()
-        keep_show_setup, keep_show_word = (
-            ("", keep_word) if keep_shown == item.keep.path else quote(keep_shown, "J")
-        )
+        keep_setup, keep_word, keep_show_word = _named(item.keep.path, "K", "J")
         ident = f"'{kept.dev}:{kept.ino}:{kept.size}:{kept.mtime_ns // 1_000_000_000}'"
         keep_number = directories.setdefault(os.path.dirname(item.keep.path), len(directories))
         return (
-            f"{setup}{keep_setup}{keep_show_setup}dupf {word} {planned} {show_word} {keep_word} {ident} "
+            f"{setup}{keep_setup}dupf {word} {planned} {show_word} {keep_word} {ident} "
             f"{keep_show_word} {number} {keep_number}"
         )
     return f"{setup}rmf {word} {planned} {show_word} {number}"
+
+
+def _named(path: bytes, var: str, shown_var: str) -> tuple[str, str, str]:
+    """``quote`` of ``path`` (into ``var``) and of the name as the review prints it (into ``shown_var``,
+    unless it is the same): the setup of both, the word of each."""
+    setup, word = quote(path, var)
+    shown = escaped(path).encode()
+    show_setup, show_word = ("", word) if shown == path else quote(shown, shown_var)
+    return setup + show_setup, word, show_word
 
 
 def _comment(text: str) -> str:
