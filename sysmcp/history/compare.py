@@ -14,7 +14,7 @@ import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
 from sysmcp.engine.faults import EngineError
@@ -44,7 +44,7 @@ from sysmcp.history.recording import (
     unreadable_of,
 )
 from sysmcp.history.snapshots import Baseline, FileRow, ScanSnapshot, SnapshotInfo, within
-from sysmcp.history.store import DirRows, Store
+from sysmcp.history.store import DirRows, Pruned, Store
 
 FRESH_S = 300.0  # a snapshot younger than this answers "until now" without a new scan
 FALLBACK_WINDOW_S = 86400.0  # "last" with nothing to compare: files modified in the last day
@@ -102,6 +102,9 @@ class Findings:
     lower_bound: LowerBound | None = None
     unsaved: str | None = None  # the store's reason the fresh scan's snapshot was not saved
     unread: str | None = None  # why the store's snapshots could not be read: nothing compared
+    #: Why comparing the snapshots stopped before the end: its time budget ran out, the scan made now
+    #: stopped early (its snapshot partial), or a prune deleted a snapshot as it was read (``unread``).
+    stopped: Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None = None
     not_kept: bool = False  # a fresh scan left no snapshot
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
     #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
@@ -193,6 +196,8 @@ def compare(
             found.not_kept = True
             return finish()
         found.new, found.fresh = done.snapshot, True
+        if done.snapshot.partial:
+            found.stopped = "scan_stopped"
     elif newest is not None:
         found.new = store.load_scan(newest.id, dirs=False)
         found.unread = None if found.new is not None else store.unread()  # not read is not "none"
@@ -207,8 +212,14 @@ def compare(
         found.old = store.load_scan(old_info.id, dirs=False)
         found.unread = None if found.old is not None else store.unread()
     if found.old is not None:
-        found.diff = _diff(found.old, found.new, found.fresh, store, asked, stop)
+        try:
+            found.diff = _diff(found.old, found.new, found.fresh, store, asked, stop)
+        except Pruned as gone:
+            found.unread, found.stopped = str(gone), "snapshot_pruned"
+            return finish()
         found.unread = None if found.diff is not None else store.unread()
+        if found.diff is not None and found.diff.stopped is not None:
+            found.stopped = "time_budget"
         if found.diff is not None and found.fresh:
             _look_again(found.diff, series.root)
     return finish()
@@ -223,7 +234,8 @@ def _diff(
     stop: Callable[[], str | None],
 ) -> ScanDiff | None:
     """The two snapshots diffed as their directories are read from the store in name order (the
-    fresh scan's from memory), so neither is held whole; None when the store could not be read."""
+    fresh scan's from memory), so neither is held whole; None when the store could not be read. Raises
+    ``Pruned`` when a snapshot was deleted as it was read."""
     visible = asked.visible
     shown = _shown(visible, old.series.root)
 

@@ -287,8 +287,10 @@ class FillRate:
 
 def _usable(readings: Sequence[DiskReading]) -> tuple[list[DiskReading], list[str]]:
     """The readings of the newest filesystem identity after the last time the clock went backwards,
-    and what was left out."""
-    notes = []
+    and what was left out (none of an empty list)."""
+    notes: list[str] = []
+    if not readings:
+        return [], notes
     identity = readings[-1].fs_id
     same = [r for r in readings if same_reading_filesystem(r.fs_id, identity)]
     if len(same) < len(readings):
@@ -306,8 +308,6 @@ def fill_rate(readings: Sequence[DiskReading], since: float | None = None) -> Fi
     """The fit over ``readings`` (in the order they were written) of the newest filesystem identity,
     after the last time the clock went backwards, from ``since`` on; None with fewer than two
     distinct times."""
-    if not readings:
-        return None
     usable, notes = _usable(readings)
     used = [r for r in usable if since is None or r.taken >= since]
     times = [r.taken for r in used]
@@ -342,8 +342,6 @@ class Growth:
 def growth_between(readings: Sequence[DiskReading], start: float | None, end: float | None) -> Growth | None:
     """The growth over the readings taken from ``start`` to ``end`` (None: open), as ``fill_rate``
     chooses them; None with fewer than two."""
-    if not readings:
-        return None
     usable, _ = _usable(readings)
     inside = [r for r in usable if (start is None or r.taken >= start) and (end is None or r.taken <= end)]
     if len(inside) < 2 or inside[-1].taken <= inside[0].taken:

@@ -230,11 +230,7 @@ def same_reading_filesystem(one: str, other: str) -> bool:
         if int(mine[1], 16) == 0 or int(theirs[1], 16) == 0:
             return kernel == kernel_other and named == named_other
         return same_filesystem(kernel, kernel_other)
-    if _KERNEL_IDENTITY.fullmatch(kernel):
-        one = named
-    if _KERNEL_IDENTITY.fullmatch(kernel_other):
-        other = named_other
-    return one == other
+    return (named if mine else one) == (named_other if theirs else other)
 
 
 def build_scan(

@@ -68,13 +68,9 @@ def active() -> Store | None:
         if _directory is None:
             return None
         if _store is None:
-            from sysmcp.history.store import Store
+            from sysmcp.history.store import BUSY_MS, Store
 
-            _store = (
-                Store.open(_directory, _clock)
-                if _busy_ms is None
-                else Store.open(_directory, _clock, busy_ms=_busy_ms)
-            )
+            _store = Store.open(_directory, _clock, busy_ms=BUSY_MS if _busy_ms is None else _busy_ms)
         return _store if _store.enabled else None
 
 

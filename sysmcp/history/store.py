@@ -559,12 +559,12 @@ class Store:
 
         The rows are read in one read transaction, each snapshot's asked to be there first: its head
         was read before, in another, and a prune since (another process's retention) would leave it
-        no rows, every directory of the other side then 'appeared'. One deleted gives ``default``."""
+        no rows, every directory of the other side then 'appeared'. One deleted raises ``Pruned``."""
 
         def read(db: sqlite3.Connection) -> T:
             def rows(sid: int) -> Iterator[tuple[bytes, DirTotals]]:
                 if db.execute("SELECT 1 FROM snapshots WHERE id = ?", (sid,)).fetchone() is None:
-                    raise _Deleted(f"snapshot {sid} was deleted, by a prune, while it was being compared")
+                    raise Pruned(f"snapshot {sid} was deleted, by a prune, while it was being compared")
                 for p, d, a, f, n in db.execute(_DIRS_IN_ORDER, (sid,)):
                     yield bytes(p), DirTotals(d, a, f, n)
 
@@ -575,11 +575,7 @@ class Store:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("COMMIT")  # read alone: ended, the rows not read dropped
 
-        try:
-            return self._read(read, default)
-        except _Deleted as gone:
-            self._local.unread = str(gone)
-            return default
+        return self._read(read, default)
 
     def _load(
         self, sid: int, kind: str, column: str, *queries: str
@@ -795,8 +791,8 @@ class Store:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-class _Deleted(Exception):
-    """A snapshot read in parts was deleted between them (``with_dir_rows``)."""
+class Pruned(Exception):
+    """A snapshot read in parts was deleted between them (``with_dir_rows``); ``str()`` says which."""
 
 
 _DELETE = "DELETE FROM snapshots WHERE id = ?"

@@ -221,15 +221,6 @@ class _Level:
         self.pending.clear()
 
 
-def _open_top(root: bytes) -> int | None:
-    """``root``'s descriptor for listing, reached from ``/`` without following a symlink (``open_path``);
-    None when it cannot be."""
-    try:
-        return open_path(os.fsdecode(root), directory=True)
-    except (OSError, ValueError):
-        return None
-
-
 def _below(
     root: bytes, keep: Filter | None, recurse: bool
 ) -> Generator[tuple[bytes, os.stat_result], None, None]:
@@ -241,8 +232,9 @@ def _below(
     descriptor with ``O_NOFOLLOW`` and must be the directory its parent's listing showed. Why a budget of
     descriptors: the user who owns the place decides how deep it goes, and one descriptor a level would
     let them spend all the server's."""
-    fd = _open_top(root)
-    if fd is None:
+    try:
+        fd = open_path(os.fsdecode(root), directory=True)
+    except (OSError, ValueError):
         return
     top = os.fstat(fd)
     chain: list[_Level] = []  # the directories being walked, outermost first

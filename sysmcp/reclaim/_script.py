@@ -65,7 +65,6 @@ if stat -c %i / >/dev/null 2>&1; then STATS=gnu; else STATS=bsd; fi
 DONE=0
 SKIPPED=0
 ME=$(id -u)
-STEADY=
 ident() {{
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
 }}
@@ -107,14 +106,20 @@ marked() {{
   esac
 }}
 unmarked() {{
-  # $1 and the directory holding it marked neither immutable nor append-only, or skip "$2" saying which is.
-  # lsattr opens what it looks at, so $1 itself is looked at only where no other user can put another
-  # file in its place (a device whose open acts, a watchdog's); elsewhere a marked file fails rm.
-  if [ "$STATS" != gnu ] || steady "$1" "$2"; then
+  # $1 and the directory holding it (number $3) marked neither immutable nor append-only, or skip "$2"
+  # saying which is. lsattr opens what it looks at, so $1 itself is looked at only where no other user can
+  # put another file in its place (a device whose open acts, a watchdog's); elsewhere a marked file fails
+  # rm. The directory is looked at once: one marked later fails rm, which is then skipped.
+  if [ "$STATS" != gnu ] || steady "$1" "$2" "$3"; then
     if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
   fi
   d=${{1%/*}}; ds=${{2%/*}}
-  if m=$(marked "${{d:-/}}"); then
+  eval "m=\${{DM$3-}}"
+  if [ -z "$m" ]; then
+    m=$(marked "${{d:-/}}") || m=-
+    eval "DM$3=\$m"
+  fi
+  if [ "$m" != - ]; then
     skip "$2" "its directory ${{ds:-/}} is marked $m, so no name in it can be removed: unmark it (chattr -i or -a) and run again, or leave it"
     return 1
   fi
@@ -126,34 +131,45 @@ perms() {{
 steady() {{
   # No user but root and this one can rename or replace a name on the way to $1 while this runs: each
   # directory above it is theirs and writable by no one else, or sticky with the entry below it theirs.
-  # With $3 "loose" only the directories above $1's own are looked at: rm never follows a final name,
+  # With $4 "loose" only the directories above $1's own are looked at: rm never follows a final name,
   # so another user's names in that directory (a group's /var/log, a sticky /tmp) lead it nowhere else.
   # Else it returns 1 with NOTE saying why ("$2": $1 as shown): this script resolves each path again at
   # every step, so a directory swapped for a symlink after its look would lead rm, cmp or : > elsewhere.
-  sp=$1; ss=$2; sl=0
-  if [ "${{3-}}" = loose ]; then
-    sp=${{sp%/*}}; ss=${{ss%/*}}
-    if [ -z "$sp" ] || [ "$sp" = "$STEADY" ]; then return 0; fi
+  # What passed is kept by $1's directory's number ($3), and looked at once: no other user can undo it
+  # (only root or a directory's owner changes its mode or owner; a sticky directory's entry stays its
+  # owner's). A sticky directory's entry is looked at for each file: their owners differ.
+  sp=${{1%/*}}; ss=${{2%/*}}
+  if [ "${{4-}}" != loose ]; then
+    eval "c=\${{DC$3-}}"
+    if [ -z "$c" ]; then
+      held "$sp" "$ss" "$1" || return 1
+      [ "$sl" = 0 ] && eval "DC$3=1"
+    fi
   fi
-  st=$sp
+  eval "c=\${{DF$3-}}"
+  [ -n "$c" ] && return 0
   while [ -n "$sp" ]; do
     below=$sp; sp=${{sp%/*}}; ss=${{ss%/*}}
-    if [ "${{sp:-/}}" = "$STEADY" ]; then return 0; fi
-    pm=$(perms "${{sp:-/}}") || {{ NOTE="cannot look at the directory ${{ss:-/}}"; return 1; }}
-    po=${{pm%% *}}; pm=${{pm#* }}
-    if [ "$po" = 0 ] || [ "$po" = "$ME" ]; then
-      [ $((0$pm & 022)) = 0 ] && continue
-      if [ $((0$pm & 01000)) != 0 ]; then
-        bo=$(perms "$below") || bo=-
-        bo=${{bo%% *}}; sl=1
-        if [ "$bo" = 0 ] || [ "$bo" = "$ME" ]; then continue; fi
-      fi
-    fi
-    NOTE="another user may rename or replace names in ${{ss:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
-    return 1
+    held "$sp" "$ss" "$below" || return 1
   done
-  [ "$sl" = 0 ] && STEADY=${{st%/*}} && STEADY=${{STEADY:-/}}
+  eval "DF$3=1"
   return 0
+}}
+held() {{
+  # No user but root and this one can rename or replace the name $3 in the directory $1 ("$2" as shown):
+  # the directory is theirs and writable by no one else (sl=0), or sticky with $3 theirs (sl=1).
+  pm=$(perms "${{1:-/}}") || {{ NOTE="cannot look at the directory ${{2:-/}}"; return 1; }}
+  po=${{pm%% *}}; pm=${{pm#* }}; sl=0
+  if [ "$po" = 0 ] || [ "$po" = "$ME" ]; then
+    [ $((0$pm & 022)) = 0 ] && return 0
+    if [ $((0$pm & 01000)) != 0 ]; then
+      bo=$(perms "$3") || bo=-
+      bo=${{bo%% *}}; sl=1
+      if [ "$bo" = 0 ] || [ "$bo" = "$ME" ]; then return 0; fi
+    fi
+  fi
+  NOTE="another user may rename or replace names in ${{2:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
+  return 1
 }}
 avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
@@ -163,8 +179,8 @@ rmf() {{
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
   if [ "$now" != "$2" ]; then skip "$3" "changed since the plan"; return; fi
-  steady "$1" "$3" loose || {{ skip "$3" "$NOTE"; return; }}
-  unmarked "$1" "$3" || return
+  steady "$1" "$3" "$4" loose || {{ skip "$3" "$NOTE"; return; }}
+  unmarked "$1" "$3" "$4" || return
   if [ "$APPLY" = 1 ]; then
     if rm -f -- "$1"; then printf 'removed: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "rm failed"; fi
   else
@@ -177,9 +193,9 @@ dupf() {{
   if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
   # cmp opens and reads both names, following a symlink at the end: only where no other user can put
   # another file there (a device whose open acts; root's file, whose bytes cmp would tell apart)
-  steady "$4" "$6" || {{ skip "$3" "$NOTE"; return; }}
+  steady "$4" "$6" "$8" || {{ skip "$3" "$NOTE"; return; }}
   if nolink "$1" && [ -f "$1" ]; then
-    steady "$1" "$3" || {{ skip "$3" "$NOTE"; return; }}
+    steady "$1" "$3" "$7" || {{ skip "$3" "$NOTE"; return; }}
     size=${{2#*:*:}}
     bounded $((60 + ${{size%%:*}} / 10000000)) cmp -s -- "$4" "$1"
     case $? in
@@ -188,7 +204,7 @@ dupf() {{
       *) skip "$3" "not compared with the kept copy in time (a FIFO or device swapped in?)"; return ;;
     esac
   fi
-  rmf "$1" "$2" "$3"
+  rmf "$1" "$2" "$3" "$7"
 }}
 bounded() {{
   # "$2"... in the background, stopped after $1 seconds: an open of a FIFO swapped in for a planned file
@@ -246,7 +262,7 @@ logf() {
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
   if [ "$now" != "$2" ]; then skip "$3" "another file, another owner or another name since the plan"; return; fi
-  steady "$1" "$3" || { skip "$3" "$NOTE"; return; }
+  steady "$1" "$3" "$4" || { skip "$3" "$NOTE"; return; }
   if m=$(marked "$1"); then skip "$3" "marked $m (chattr/chflags), so it stays"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
@@ -279,32 +295,37 @@ def quote(raw: bytes, var: str = "P") -> tuple[str, str]:
     return f"{var}=$(printf '{octal}X'); {var}=${{{var}%X}}; ", f'"${var}"'
 
 
-def _step(item: Item, entry: PlannedFile) -> str:
-    """One step: the exact name to act on, its planned identity, and the name as the review prints it
-    (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run)."""
+def _step(item: Item, entry: PlannedFile, directories: dict[bytes, int]) -> str:
+    """One step: the exact name to act on, its planned identity, the name as the review prints it
+    (``escaped``: a name holding newlines or terminal escapes cannot forge a line of the dry run), and
+    the number of the directory holding it (``directories``: each numbered once, the script checks it once)."""
     who = entry.identity
-    setup, word = quote(entry.path)
-    shown = escaped(entry.path).encode()
-    show_setup, show_word = ("", word) if shown == entry.path else quote(shown, "S")
-    setup += show_setup
+    number = directories.setdefault(os.path.dirname(entry.path), len(directories))
+    setup, word, show_word = _named(entry.path, "P", "S")
     if item.held:
         return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
     if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
-        return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}:1' {show_word}"
+        return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}:1' {show_word} {number}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
     if item.keep is not None:  # a duplicate: only while its kept copy is the planned file, same bytes
         kept = item.keep.identity
-        keep_setup, keep_word = quote(item.keep.path, "K")
-        keep_shown = escaped(item.keep.path).encode()
-        keep_show_setup, keep_show_word = (
-            ("", keep_word) if keep_shown == item.keep.path else quote(keep_shown, "J")
-        )
+        keep_setup, keep_word, keep_show_word = _named(item.keep.path, "K", "J")
         ident = f"'{kept.dev}:{kept.ino}:{kept.size}:{kept.mtime_ns // 1_000_000_000}'"
+        keep_number = directories.setdefault(os.path.dirname(item.keep.path), len(directories))
         return (
-            f"{setup}{keep_setup}{keep_show_setup}dupf {word} {planned} {show_word} {keep_word} {ident} "
-            f"{keep_show_word}"
+            f"{setup}{keep_setup}dupf {word} {planned} {show_word} {keep_word} {ident} "
+            f"{keep_show_word} {number} {keep_number}"
         )
-    return f"{setup}rmf {word} {planned} {show_word}"
+    return f"{setup}rmf {word} {planned} {show_word} {number}"
+
+
+def _named(path: bytes, var: str, shown_var: str) -> tuple[str, str, str]:
+    """``quote`` of ``path`` (into ``var``) and of the name as the review prints it (into ``shown_var``,
+    unless it is the same): the setup of both, the word of each."""
+    setup, word = quote(path, var)
+    shown = escaped(path).encode()
+    show_setup, show_word = ("", word) if shown == path else quote(shown, shown_var)
+    return setup + show_setup, word, show_word
 
 
 def _comment(text: str) -> str:
@@ -331,6 +352,7 @@ def render_script(plan: Plan) -> str:
             for entry in item.entries:
                 probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
     quoted = list(enumerate(quote(probe) for probe in probes.values()))
+    directories: dict[bytes, int] = {}
     lines += [f"{setup}B{number}=$(avail {word})" for number, (setup, word) in quoted]
     for item in plan.items:
         lines += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
@@ -341,7 +363,7 @@ def render_script(plan: Plan) -> str:
         if item.action == "command":
             lines.append(_comment("nothing for this script to do: run the command above yourself"))
             continue
-        lines += [_step(item, entry) for entry in item.entries]
+        lines += [_step(item, entry, directories) for entry in item.entries]
     lines += ["", "FREED=0"]
     lines += [
         f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))"

@@ -271,6 +271,11 @@ class WhatChanged:
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
     complete: bool = prop("False when either scan was partial, or comparing them stopped early.")
+    stopped_reason: Opt[str | None] = prop(
+        "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
+        "deleted a snapshot as it was compared (nothing compared); null when it did not.",
+        enum=["time_budget", "scan_stopped", "snapshot_pruned", None],
+    )
     seconds: Opt[float | None] = prop("Time between the two snapshots.")
     total_delta_bytes: int = prop("Disk bytes under path, newer minus older.")
     attribution: Opt[Share | None] = prop("How much of the growth the listed directories explain.")
@@ -586,6 +591,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         comparable=bool(diff and diff.comparable),
         reason=diff.reason if diff else None,
         complete=bool(complete),
+        stopped_reason=found.stopped,
         seconds=diff.seconds if diff else None,
         total_delta_bytes=diff.total_delta if diff and diff.comparable else 0,
         attribution=shares["grew"],

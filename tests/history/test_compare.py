@@ -685,8 +685,11 @@ def test_comparing_two_large_snapshots_stops_when_the_budget_runs_out_and_says_s
         "PARTIAL RESULT: comparing the two snapshots stopped early (its time budget ran out)"
     )
     assert answer.complete is False and answer.comparable is False
-    whole = compare(on(two_large_snapshots(root / "again", store, clock, dirs), store, clock)).diff
+    assert found.stopped == answer.stopped_reason == "time_budget"
+    again = compare(on(two_large_snapshots(root / "again", store, clock, dirs), store, clock))
+    whole = again.diff
     assert whole is not None and whole.comparable and len(whole.changes) == dirs
+    assert again.stopped is None and render(str(root), again, {"top_n": 10})[1].stopped_reason is None
 
 
 def test_a_cancel_while_two_large_snapshots_are_compared_stops_the_call_within_a_few_thousand_rows(
@@ -744,3 +747,4 @@ def test_a_snapshot_pruned_between_its_head_and_its_directories_is_not_compared_
     assert found.diff is None, found.diff
     assert found.unread is not None and "deleted" in found.unread, found.unread
     assert any("could not be read" in note for note in notes_of(found))
+    assert found.stopped == render(str(root), found, {"top_n": 10})[1].stopped_reason == "snapshot_pruned"

@@ -86,6 +86,7 @@ def test_a_fresh_scan_stopped_by_its_budget_says_partial_result_plainly(tmp_path
     assert text.startswith("PARTIAL RESULT: the scan made now stopped early (its time budget)"), text
     assert "look unchanged or gone" not in text
     assert structured["complete"] is False and structured["current"]["partial"] is True
+    assert structured["stopped_reason"] == "scan_stopped"
     # Not one directory it did not reach is called gone, nor its bytes counted as shrinkage.
     assert structured["comparable"] is False and structured["changes"] == [], text
     assert "the newer scan stopped early: directories it did not reach would look gone" in text
