@@ -20,7 +20,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 from anyio.abc import Process
@@ -29,7 +29,7 @@ from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, InventoryRead, build_parser, fleet_dest, fleet_options
 from sysmcp.cli.outfile import make_directory, open_output, reach
 from sysmcp.cli.snapshot import history_args
-from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
+from sysmcp.cli.stdout import EXIT_PIPE, find_inside, silence_stdout
 from sysmcp.engine.paths import printable_text
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
@@ -38,8 +38,6 @@ from sysmcp.render import plural
 
 if TYPE_CHECKING:
     import argparse
-
-E = TypeVar("E", bound=BaseException)
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -760,36 +758,29 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
     try:
         return anyio.run(_call, tool, arguments, options)
     except BaseException as exc:  # a task group wraps what its body raised: look inside
-        if _find(exc, BrokenPipeError) is not None:
+        if find_inside(exc, BrokenPipeError) is not None:
             silence_stdout()
             return EXIT_PIPE
-        interrupted = _find(exc, Interrupted)
-        if interrupted is not None or _find(exc, KeyboardInterrupt) is not None:
+        interrupted = find_inside(exc, Interrupted)
+        if interrupted is not None or find_inside(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return interrupted.status if interrupted is not None else EXIT_INTERRUPTED
-        unstarted = _find(exc, ServerNotStarted)
+        unstarted = find_inside(exc, ServerNotStarted)
         if unstarted is not None:
             print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
             return EXIT_PROBLEM
-        unreadable = _find(exc, AnswerUnreadable)
+        unreadable = find_inside(exc, AnswerUnreadable)
         if unreadable is not None:
             print(f"sysmcp call: its answer could not be read: {unreadable}", file=sys.stderr)
             return EXIT_PROBLEM
-        stopped = _find(exc, ServerStopped)
-        if stopped is not None or _find(exc, PeerGone) is not None:
+        stopped = find_inside(exc, ServerStopped)
+        if stopped is not None or find_inside(exc, PeerGone) is not None:
             status = stopped.status if stopped is not None else None
             said = f" (exit {status})" if status and status > 0 else ""
             said = f" (killed by {signal.Signals(-status).name})" if status and status < 0 else said
             print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
             return status if status and status > 0 else EXIT_PROBLEM
         raise
-
-
-def _find(exc: BaseException, kind: type[E]) -> E | None:
-    """``exc`` or the first exception of ``kind`` inside it (a task group wraps what its body raised)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return next(filter(None, (_find(inner, kind) for inner in exc.exceptions)), None)
-    return exc if isinstance(exc, kind) else None
 
 
 def _refuse(text: str) -> int:
