@@ -235,12 +235,8 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
     inventory_file = getattr(args, "inventory", None)
     inventory_command = getattr(args, "inventory_command", None)
     command_output_file = getattr(args, "inventory_output", None)
-    if (
-        not hosts
-        and not inventory_file
-        and not inventory_command
-        and not command_output_file
-        and not os.environ.get("SYSMCP_HOSTS")
+    if not any(
+        (hosts, inventory_file, inventory_command, command_output_file, os.environ.get("SYSMCP_HOSTS"))
     ):
         return None
     from dataclasses import fields, replace

@@ -224,7 +224,7 @@ def _kept_there(directory: Path) -> bool:
     except FileNotFoundError:
         return False
     except OSError:  # not a directory, not searchable: the store says what is wrong with it
-        return True
+        pass
     return True
 
 
