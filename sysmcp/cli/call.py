@@ -415,13 +415,10 @@ class CallOptions:
     resolve_hosts: Callable[[list[str]], object] | None = None
 
 
-class ServerNotStarted(Exception):
-    """The server's interpreter could not be started: the reason, worded."""
-
-
-class AnswerUnreadable(Exception):
-    """This side ended the session at a line it does not read (longer, or of more JSON values, than
-    any answer): the server did not stop; the reason, worded by the session."""
+class CallFailed(Exception):
+    """The call ended here without an answer, the server still running or never started (its
+    interpreter could not be run, or this side ended the session at a line longer, or of more JSON
+    values, than any answer): the line to say."""
 
 
 class ServerStopped(Exception):
@@ -440,10 +437,8 @@ def show_wire(direction: str, line: bytes) -> None:
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
     # Ctrl-C, SIGTERM and SIGHUP (the terminal closed, an ssh session dropped) are taken for the whole
-    # call, the server's end included. Left to Python's default handler, a Ctrl-C that came while the
-    # server wound down raised KeyboardInterrupt inside the event loop, whose tasks then waited for the
-    # server until a third; a SIGHUP ended the process there and then, the private copy of the
-    # inventory handed to the server left behind.
+    # call, the server's end included: Python's default handler would raise KeyboardInterrupt inside
+    # the event loop, and a SIGHUP would end the process with the inventory's private copy left behind.
     interrupts = Interrupts()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with anyio.create_task_group() as watching:
@@ -507,7 +502,7 @@ async def _run_server(
     try:
         started = await anyio.open_process(command, stderr=None, start_new_session=True)
     except OSError as exc:  # the interpreter cannot be run (not executable by this user, gone)
-        raise ServerNotStarted(f"{command[0]}: {exc.strerror or exc}") from None
+        raise CallFailed(f"cannot start the server ({command[0]}: {exc.strerror or exc})") from None
     interrupts.server = started
     async with started as process:
         assert process.stdin is not None and process.stdout is not None
@@ -523,7 +518,7 @@ async def _run_server(
                 except PeerGone:
                     progress.clear()
                     if session.ended_here:
-                        raise AnswerUnreadable(session.closed_reason) from None
+                        raise CallFailed(f"its answer could not be read: {session.closed_reason}") from None
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         await process.wait()
                     raise ServerStopped(process.returncode) from None
@@ -577,13 +572,9 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
     data = result.get("structuredContent")
     entries = data.get("hosts") if isinstance(data, dict) else None
     for entry in entries if isinstance(entries, list) else []:
-        if (
-            not isinstance(entry, dict)
-            or entry.get("status") != "ok"
-            or not isinstance(entry.get("host"), str)
-        ):
+        host = entry.get("host") if isinstance(entry, dict) and entry.get("status") == "ok" else None
+        if not isinstance(host, str):
             continue
-        host = entry["host"]
         read = 0
         for uri in host_links(host, entry.get("result")):
             text = await _read_text(session, uri)
@@ -765,13 +756,9 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
         if interrupted is not None or find_inside(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return interrupted.status if interrupted is not None else EXIT_INTERRUPTED
-        unstarted = find_inside(exc, ServerNotStarted)
-        if unstarted is not None:
-            print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
-            return EXIT_PROBLEM
-        unreadable = find_inside(exc, AnswerUnreadable)
-        if unreadable is not None:
-            print(f"sysmcp call: its answer could not be read: {unreadable}", file=sys.stderr)
+        failed = find_inside(exc, CallFailed)
+        if failed is not None:
+            print(f"sysmcp call: {failed}", file=sys.stderr)
             return EXIT_PROBLEM
         stopped = find_inside(exc, ServerStopped)
         if stopped is not None or find_inside(exc, PeerGone) is not None:
@@ -875,12 +862,11 @@ def _private_copy(directory: str, name: str, text: str) -> str:
 def version_problem(version: str, *, raw: bool) -> str | None:
     """Why the call cannot run as asked under ``version`` (None: it can).
 
-    The call starts with ``initialize``, which a server answers with a version of its own choosing
-    when it does not speak the one asked for: a call asked for 2026-07-28 (which has no handshake) or a
-    mistyped date then ran on 2025-11-25, unsaid. And the exit status (a MISMATCH, a partial result)
-    and ``--json`` come from ``structuredContent``, which the versions before 2025-06-18 do not have:
-    a MISMATCH exited 0 there, and ``--json`` printed ``null``. ``--raw`` shows such a version's wire,
-    which is what asking for it is good for; its exit status then says only whether the tool failed.
+    A server answers ``initialize`` with a version of its own choosing when it does not speak the one
+    asked for, so a version without that handshake (2026-07-28) or a mistyped date would run on another,
+    unsaid. The exit status and ``--json`` come from ``structuredContent``, which versions before
+    2025-06-18 lack; ``--raw`` shows such a version's wire, its exit status saying only whether the tool
+    failed.
     """
     if version not in LEGACY_VERSIONS:
         return (
