@@ -28,7 +28,6 @@ from anyio.abc import Process
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, InventoryRead, build_parser, fleet_dest, fleet_options
 from sysmcp.cli.outfile import make_directory, open_output, reach
-from sysmcp.cli.snapshot import history_args
 from sysmcp.cli.stdout import EXIT_PIPE, find_inside, silence_stdout
 from sysmcp.engine.paths import printable_text
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
@@ -812,14 +811,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
-            server_args=[
-                "--log-level",
-                args.log_level,
-                *[arg for root in roots for arg in ("--root", root)],
-                *(["--allow-reclaim"] if args.allow_reclaim else []),
-                *_fleet_args(args, _handed_inventory(read, args, private)),
-                *history_args(args),  # the server keeps history, not call
-            ],
+            server_args=_server_args(args, roots, _handed_inventory(read, args, private)),
             json_output=args.json,
             output=args.output,
             resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
@@ -895,17 +887,26 @@ def _call_parser() -> argparse.ArgumentParser:
     return call
 
 
-def _fleet_args(args: argparse.Namespace, inventory: list[str]) -> list[str]:
-    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns,
-    the inventory as ``inventory`` (``_handed_inventory``) and not as given."""
-    extra: list[str] = []
+def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str]) -> list[str]:
+    """The options given to ``sysmcp call`` (before or after ``call``), for the server it spawns: the
+    inventory as ``inventory`` (``_handed_inventory``) and not as given; history as asked, for that
+    server is the process that records (``--state-dir`` absolute: it may not share this process's
+    working directory)."""
+    given = ["--log-level", args.log_level, *[arg for root in roots for arg in ("--root", root)]]
+    if args.allow_reclaim:
+        given.append("--allow-reclaim")
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
-        extra += ["--host", host]
+        given += ["--host", host]
     for flags, *_ in FLEET_OPTIONS:
         value = getattr(args, fleet_dest(flags), None)
         if value is not None and flags[0] not in ("--inventory", "--inventory-command"):
-            extra += [flags[0], str(value)]
-    return extra + inventory
+            given += [flags[0], str(value)]
+    given += inventory
+    if args.no_history:
+        given.append("--no-history")
+    elif args.state_dir:
+        given += ["--state-dir", os.path.abspath(args.state_dir)]
+    return given
 
 
 def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:

@@ -60,16 +60,6 @@ def _named_directory(text: str) -> str:
     return text
 
 
-def history_args(args: argparse.Namespace) -> list[str]:
-    """``--no-history`` / ``--state-dir`` as given (before or after ``call``), for the server ``sysmcp
-    call`` spawns: that server is the process that records, so it must get them (an absolute path:
-    it may not share this process's working directory)."""
-    if getattr(args, "no_history", False):
-        return ["--no-history"]
-    chosen = getattr(args, "state_dir", None)
-    return ["--state-dir", os.path.abspath(chosen)] if chosen else []
-
-
 def configure_history(args: argparse.Namespace) -> None:
     """Turn history on (the default) or off for this process, from the command line."""
     if getattr(args, "no_history", False):
