@@ -811,7 +811,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
-            server_args=_server_args(args, roots, _handed_inventory(read, args, private)),
+            server_args=_server_args(args, roots, _handed_inventory(read, private)),
             json_output=args.json,
             output=args.output,
             resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
@@ -819,22 +819,19 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         return run_call(args.tool, dict(pairs), options)
 
 
-def _handed_inventory(read: InventoryRead, args: argparse.Namespace, private: str | None) -> list[str]:
+def _handed_inventory(read: InventoryRead, private: str | None) -> list[str]:
     """The server's inventory options: what this call read of the inventory (``fleet_options``), in
     files of its own in ``private`` (a 0700 directory that outlives the server), never the file or
     the command again. A file may be a pipe read once (``--inventory <(cmd)``) and a command may take a
     minute. A file, not a pipe the server inherits: an ssh_config inventory is every ssh's ``-F FILE``
     for as long as the server runs. Its kind, which the original's name may tell (``.json``,
     ``ssh_config``), is told again by the name of the copy."""
-    from sysmcp.fleet.sources import detect
-
     handed: list[str] = []
     if private is None:
         return handed
     if read.file_text is not None:
-        kind = detect(read.file_text, args.inventory)
         name = {"json": "inventory.json", "yaml": "inventory.yml", "ssh_config": "ssh_config"}.get(
-            kind, "inventory"
+            read.file_kind or "", "inventory"
         )  # "inventory": a name that tells nothing, as the original's did not (its content tells INI)
         handed += ["--inventory", _private_copy(private, name, read.file_text)]
     if read.command_output is not None:
