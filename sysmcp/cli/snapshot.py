@@ -163,7 +163,6 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    configure_history(args)
     if args.command == "snapshot":
         try:
             hourly, daily, weekly = _retention(args.keep)
