@@ -275,13 +275,8 @@ def tool_help(name: str, *, allow_reclaim: bool = False) -> str:
     out += textwrap.wrap(tool.description, width)
     out += ["", "arguments:"]
     for key, spec in schema.get("properties", {}).items():
-        note = (
-            "required"
-            if key in required
-            else f"default: {json.dumps(spec['default'])}"
-            if "default" in spec
-            else ""
-        )
+        default = f"default: {json.dumps(spec['default'])}" if "default" in spec else ""
+        note = "required" if key in required else default
         out.append(f"  {key}=<{_kind(spec)}>" + (f"  ({note})" if note else ""))
         out += textwrap.wrap(
             spec.get("description", ""), width, initial_indent="      ", subsequent_indent="      "
@@ -369,20 +364,18 @@ class ProgressLine:
             return  # a bare "progress: 0" says nothing
         text = message or (f"{done:,.0f} of {total:,.0f} done" if total else f"{done:,.0f} done")
         if total:
-            share = min(done / total, 1.0)
-            text += f"  {100 * share:.0f}%"
+            text += f"  {100 * min(done / total, 1.0):.0f}%"
             started, done0 = self._first
             rate = (done - done0) / (now - started) if now > started else 0.0
             if rate > 0 and done < total:
                 text += f"  ETA {_duration((total - done) / rate)}"
-        if not self.tty:
+        if self.tty:
+            columns = shutil.get_terminal_size((80, 24)).columns
+            self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
+            self._shown = True
+        else:
             self.stream.write(f"progress: {text}\n")
-            self.stream.flush()
-            return
-        columns = shutil.get_terminal_size((80, 24)).columns
-        self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
         self.stream.flush()
-        self._shown = True
 
     def clear(self) -> None:
         if self._shown:
