@@ -107,16 +107,15 @@ class QueuedLogWriter:
 
     def drain(self, timeout: float = EXIT_DRAIN_TIMEOUT) -> bool:
         """Wait at most ``timeout`` seconds for everything queued to be written; True if it was."""
-        deadline = time.monotonic() + timeout
         with self._cond:
-            while self._queue or self._busy or (self._dropped and not self._broken):
-                if self._broken or not self._thread.is_alive():
-                    return False
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-            return True
+            self._cond.wait_for(
+                lambda: self._broken or not self._thread.is_alive() or not self._pending(), timeout
+            )
+            return not self._pending()
+
+    def _pending(self) -> bool:
+        """Lines queued or being written, or a count of dropped ones still to say (with ``_cond`` held)."""
+        return bool(self._queue or self._busy or (self._dropped and not self._broken))
 
     def _put(self, data: bytes) -> None:
         with self._cond:
@@ -139,8 +138,7 @@ class QueuedLogWriter:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._dropped:
-                    self._cond.wait()
+                self._cond.wait_for(lambda: self._queue or self._dropped)
                 dropped, self._dropped = self._dropped, 0
                 data = self._queue.popleft() if self._queue else b""
                 self._queued_bytes -= len(data)

@@ -27,6 +27,7 @@ VIEW_FILES = {
     "sysmcp/views/dir-usage.html",
     "sysmcp/views/disks.html",
     "sysmcp/views/head.html",
+    "sysmcp/views/body.html",
     "sysmcp/views/bridge.js",
 }
 

@@ -18,8 +18,9 @@ __all__ = ["ROOTS_ENV", "build_parser", "main", "plain_serve_args"]
 def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(given) if given else plain_serve_args()
-    if args.command not in (None, "serve"):
-        gc.enable()  # off since __main__; a server turns it back on in serve()
+    if args.command not in (None, "serve"):  # a server does both in serve()
+        gc.enable()  # off since __main__
+        configure(args.log_level)  # stdout is the answer, or trace's client's wire: logs go to stderr
     roots = [*(args.root or []), *getattr(args, "more_roots", [])]
     if not roots and os.environ.get(ROOTS_ENV):
         roots = [r for r in os.environ[ROOTS_ENV].split(os.pathsep) if r]
@@ -29,18 +30,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "trace":
         from sysmcp.cli.trace import run_trace
 
-        configure(args.log_level)  # the proxy's stdout is the client's wire: its logs go to stderr too
         return run_trace(args.server_command, args.output)
+    configure_history(args)  # on unless --no-history: the server's tools record as they answer
     if args.command in ("snapshot", "history"):
         from sysmcp.cli.snapshot import run as run_snapshot
 
-        configure(args.log_level)
         return writing(args.command, lambda: run_snapshot(args, roots))
-    configure_history(args)  # on unless --no-history: the server's tools record as they answer
     if args.command == "call":
         from sysmcp.cli.call import run_command
 
-        configure(args.log_level)  # its stdout is the answer (piped to jq, say): its own logs go to stderr
         return writing("call", lambda: run_command(args, roots))
     try:
         fleet = fleet_options(args)

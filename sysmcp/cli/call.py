@@ -20,7 +20,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 from anyio.abc import Process
@@ -28,8 +28,7 @@ from anyio.abc import Process
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, InventoryRead, build_parser, fleet_dest, fleet_options
 from sysmcp.cli.outfile import make_directory, open_output, reach
-from sysmcp.cli.snapshot import history_args
-from sysmcp.cli.stdout import EXIT_PIPE, silence_stdout
+from sysmcp.cli.stdout import EXIT_PIPE, find_inside, silence_stdout
 from sysmcp.engine.paths import printable_text
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
 from sysmcp.protocol.failures import META_REFUSED, ArgumentError
@@ -38,8 +37,6 @@ from sysmcp.render import plural
 
 if TYPE_CHECKING:
     import argparse
-
-E = TypeVar("E", bound=BaseException)
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -278,13 +275,8 @@ def tool_help(name: str, *, allow_reclaim: bool = False) -> str:
     out += textwrap.wrap(tool.description, width)
     out += ["", "arguments:"]
     for key, spec in schema.get("properties", {}).items():
-        note = (
-            "required"
-            if key in required
-            else f"default: {json.dumps(spec['default'])}"
-            if "default" in spec
-            else ""
-        )
+        default = f"default: {json.dumps(spec['default'])}" if "default" in spec else ""
+        note = "required" if key in required else default
         out.append(f"  {key}=<{_kind(spec)}>" + (f"  ({note})" if note else ""))
         out += textwrap.wrap(
             spec.get("description", ""), width, initial_indent="      ", subsequent_indent="      "
@@ -372,20 +364,18 @@ class ProgressLine:
             return  # a bare "progress: 0" says nothing
         text = message or (f"{done:,.0f} of {total:,.0f} done" if total else f"{done:,.0f} done")
         if total:
-            share = min(done / total, 1.0)
-            text += f"  {100 * share:.0f}%"
+            text += f"  {100 * min(done / total, 1.0):.0f}%"
             started, done0 = self._first
             rate = (done - done0) / (now - started) if now > started else 0.0
             if rate > 0 and done < total:
                 text += f"  ETA {_duration((total - done) / rate)}"
-        if not self.tty:
+        if self.tty:
+            columns = shutil.get_terminal_size((80, 24)).columns
+            self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
+            self._shown = True
+        else:
             self.stream.write(f"progress: {text}\n")
-            self.stream.flush()
-            return
-        columns = shutil.get_terminal_size((80, 24)).columns
-        self.stream.write("\r\x1b[K" + on_terminal(text, self.stream)[: max(columns - 1, 10)])
         self.stream.flush()
-        self._shown = True
 
     def clear(self) -> None:
         if self._shown:
@@ -417,13 +407,10 @@ class CallOptions:
     resolve_hosts: Callable[[list[str]], object] | None = None
 
 
-class ServerNotStarted(Exception):
-    """The server's interpreter could not be started: the reason, worded."""
-
-
-class AnswerUnreadable(Exception):
-    """This side ended the session at a line it does not read (longer, or of more JSON values, than
-    any answer): the server did not stop; the reason, worded by the session."""
+class CallFailed(Exception):
+    """The call ended here without an answer, the server still running or never started (its
+    interpreter could not be run, or this side ended the session at a line longer, or of more JSON
+    values, than any answer): the line to say."""
 
 
 class ServerStopped(Exception):
@@ -442,10 +429,8 @@ def show_wire(direction: str, line: bytes) -> None:
 
 async def _call(tool: str, arguments: dict[str, Any], options: CallOptions) -> int:
     # Ctrl-C, SIGTERM and SIGHUP (the terminal closed, an ssh session dropped) are taken for the whole
-    # call, the server's end included. Left to Python's default handler, a Ctrl-C that came while the
-    # server wound down raised KeyboardInterrupt inside the event loop, whose tasks then waited for the
-    # server until a third; a SIGHUP ended the process there and then, the private copy of the
-    # inventory handed to the server left behind.
+    # call, the server's end included: Python's default handler would raise KeyboardInterrupt inside
+    # the event loop, and a SIGHUP would end the process with the inventory's private copy left behind.
     interrupts = Interrupts()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async with anyio.create_task_group() as watching:
@@ -509,7 +494,7 @@ async def _run_server(
     try:
         started = await anyio.open_process(command, stderr=None, start_new_session=True)
     except OSError as exc:  # the interpreter cannot be run (not executable by this user, gone)
-        raise ServerNotStarted(f"{command[0]}: {exc.strerror or exc}") from None
+        raise CallFailed(f"cannot start the server ({command[0]}: {exc.strerror or exc})") from None
     interrupts.server = started
     async with started as process:
         assert process.stdin is not None and process.stdout is not None
@@ -525,7 +510,7 @@ async def _run_server(
                 except PeerGone:
                     progress.clear()
                     if session.ended_here:
-                        raise AnswerUnreadable(session.closed_reason) from None
+                        raise CallFailed(f"its answer could not be read: {session.closed_reason}") from None
                     with anyio.move_on_after(INTERRUPT_GRACE):
                         await process.wait()
                     raise ServerStopped(process.returncode) from None
@@ -579,13 +564,9 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
     data = result.get("structuredContent")
     entries = data.get("hosts") if isinstance(data, dict) else None
     for entry in entries if isinstance(entries, list) else []:
-        if (
-            not isinstance(entry, dict)
-            or entry.get("status") != "ok"
-            or not isinstance(entry.get("host"), str)
-        ):
+        host = entry.get("host") if isinstance(entry, dict) and entry.get("status") == "ok" else None
+        if not isinstance(host, str):
             continue
-        host = entry["host"]
         read = 0
         for uri in host_links(host, entry.get("result")):
             text = await _read_text(session, uri)
@@ -760,36 +741,25 @@ def run_call(tool: str | None, arguments: dict[str, Any], options: CallOptions) 
     try:
         return anyio.run(_call, tool, arguments, options)
     except BaseException as exc:  # a task group wraps what its body raised: look inside
-        if _find(exc, BrokenPipeError) is not None:
+        if find_inside(exc, BrokenPipeError) is not None:
             silence_stdout()
             return EXIT_PIPE
-        interrupted = _find(exc, Interrupted)
-        if interrupted is not None or _find(exc, KeyboardInterrupt) is not None:
+        interrupted = find_inside(exc, Interrupted)
+        if interrupted is not None or find_inside(exc, KeyboardInterrupt) is not None:
             print("sysmcp call: interrupted; the call was cancelled on the server", file=sys.stderr)
             return interrupted.status if interrupted is not None else EXIT_INTERRUPTED
-        unstarted = _find(exc, ServerNotStarted)
-        if unstarted is not None:
-            print(f"sysmcp call: cannot start the server ({unstarted})", file=sys.stderr)
+        failed = find_inside(exc, CallFailed)
+        if failed is not None:
+            print(f"sysmcp call: {failed}", file=sys.stderr)
             return EXIT_PROBLEM
-        unreadable = _find(exc, AnswerUnreadable)
-        if unreadable is not None:
-            print(f"sysmcp call: its answer could not be read: {unreadable}", file=sys.stderr)
-            return EXIT_PROBLEM
-        stopped = _find(exc, ServerStopped)
-        if stopped is not None or _find(exc, PeerGone) is not None:
+        stopped = find_inside(exc, ServerStopped)
+        if stopped is not None or find_inside(exc, PeerGone) is not None:
             status = stopped.status if stopped is not None else None
             said = f" (exit {status})" if status and status > 0 else ""
             said = f" (killed by {signal.Signals(-status).name})" if status and status < 0 else said
             print(f"sysmcp call: the server stopped before answering{said}", file=sys.stderr)
             return status if status and status > 0 else EXIT_PROBLEM
         raise
-
-
-def _find(exc: BaseException, kind: type[E]) -> E | None:
-    """``exc`` or the first exception of ``kind`` inside it (a task group wraps what its body raised)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return next(filter(None, (_find(inner, kind) for inner in exc.exceptions)), None)
-    return exc if isinstance(exc, kind) else None
 
 
 def _refuse(text: str) -> int:
@@ -834,14 +804,7 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         options = CallOptions(
             raw=args.raw,
             version=args.protocol_version,
-            server_args=[
-                "--log-level",
-                args.log_level,
-                *[arg for root in roots for arg in ("--root", root)],
-                *(["--allow-reclaim"] if args.allow_reclaim else []),
-                *_fleet_args(args, _handed_inventory(read, args, private)),
-                *history_args(args),  # the server keeps history, not call
-            ],
+            server_args=_server_args(args, roots, _handed_inventory(read, private)),
             json_output=args.json,
             output=args.output,
             resolve_hosts=fleet.inventory.resolve if fleet is not None else None,
@@ -849,22 +812,19 @@ def run_command(args: argparse.Namespace, roots: list[str]) -> int:
         return run_call(args.tool, dict(pairs), options)
 
 
-def _handed_inventory(read: InventoryRead, args: argparse.Namespace, private: str | None) -> list[str]:
+def _handed_inventory(read: InventoryRead, private: str | None) -> list[str]:
     """The server's inventory options: what this call read of the inventory (``fleet_options``), in
     files of its own in ``private`` (a 0700 directory that outlives the server), never the file or
     the command again. A file may be a pipe read once (``--inventory <(cmd)``) and a command may take a
     minute. A file, not a pipe the server inherits: an ssh_config inventory is every ssh's ``-F FILE``
     for as long as the server runs. Its kind, which the original's name may tell (``.json``,
     ``ssh_config``), is told again by the name of the copy."""
-    from sysmcp.fleet.sources import detect
-
     handed: list[str] = []
     if private is None:
         return handed
     if read.file_text is not None:
-        kind = detect(read.file_text, args.inventory)
         name = {"json": "inventory.json", "yaml": "inventory.yml", "ssh_config": "ssh_config"}.get(
-            kind, "inventory"
+            read.file_kind or "", "inventory"
         )  # "inventory": a name that tells nothing, as the original's did not (its content tells INI)
         handed += ["--inventory", _private_copy(private, name, read.file_text)]
     if read.command_output is not None:
@@ -884,12 +844,11 @@ def _private_copy(directory: str, name: str, text: str) -> str:
 def version_problem(version: str, *, raw: bool) -> str | None:
     """Why the call cannot run as asked under ``version`` (None: it can).
 
-    The call starts with ``initialize``, which a server answers with a version of its own choosing
-    when it does not speak the one asked for: a call asked for 2026-07-28 (which has no handshake) or a
-    mistyped date then ran on 2025-11-25, unsaid. And the exit status (a MISMATCH, a partial result)
-    and ``--json`` come from ``structuredContent``, which the versions before 2025-06-18 do not have:
-    a MISMATCH exited 0 there, and ``--json`` printed ``null``. ``--raw`` shows such a version's wire,
-    which is what asking for it is good for; its exit status then says only whether the tool failed.
+    A server answers ``initialize`` with a version of its own choosing when it does not speak the one
+    asked for, so a version without that handshake (2026-07-28) or a mistyped date would run on another,
+    unsaid. The exit status and ``--json`` come from ``structuredContent``, which versions before
+    2025-06-18 lack; ``--raw`` shows such a version's wire, its exit status saying only whether the tool
+    failed.
     """
     if version not in LEGACY_VERSIONS:
         return (
@@ -918,17 +877,26 @@ def _call_parser() -> argparse.ArgumentParser:
     return call
 
 
-def _fleet_args(args: argparse.Namespace, inventory: list[str]) -> list[str]:
-    """The fleet options given to ``sysmcp call`` (before or after ``call``), for the server it spawns,
-    the inventory as ``inventory`` (``_handed_inventory``) and not as given."""
-    extra: list[str] = []
+def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str]) -> list[str]:
+    """The options given to ``sysmcp call`` (before or after ``call``), for the server it spawns: the
+    inventory as ``inventory`` (``_handed_inventory``) and not as given; history as asked, for that
+    server is the process that records (``--state-dir`` absolute: it may not share this process's
+    working directory)."""
+    given = ["--log-level", args.log_level, *[arg for root in roots for arg in ("--root", root)]]
+    if args.allow_reclaim:
+        given.append("--allow-reclaim")
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
-        extra += ["--host", host]
+        given += ["--host", host]
     for flags, *_ in FLEET_OPTIONS:
         value = getattr(args, fleet_dest(flags), None)
         if value is not None and flags[0] not in ("--inventory", "--inventory-command"):
-            extra += [flags[0], str(value)]
-    return extra + inventory
+            given += [flags[0], str(value)]
+    given += inventory
+    if args.no_history:
+        given.append("--no-history")
+    elif args.state_dir:
+        given += ["--state-dir", os.path.abspath(args.state_dir)]
+    return given
 
 
 def key_value(pair: str, tool: str | None = None) -> tuple[str, Any]:

@@ -216,11 +216,13 @@ def plain_serve_args() -> Any:
 
 @dataclass(slots=True)
 class InventoryRead:
-    """What ``fleet_options`` read of the inventory: the file's content and the command's output, each
-    read once (a file may be a pipe, ``--inventory <(cmd)``; a command may take a minute), so that
-    ``sysmcp call`` hands its server those and not the file or the command again."""
+    """What ``fleet_options`` read of the inventory: the file's content (and its form, ``sources.detect``)
+    and the command's output, each read once (a file may be a pipe, ``--inventory <(cmd)``; a command
+    may take a minute), so that ``sysmcp call`` hands its server those and not the file or the command
+    again."""
 
     file_text: str | None = None
+    file_kind: str | None = None
     command_output: str | None = None
 
 
@@ -235,15 +237,11 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
     inventory_file = getattr(args, "inventory", None)
     inventory_command = getattr(args, "inventory_command", None)
     command_output_file = getattr(args, "inventory_output", None)
-    if (
-        not hosts
-        and not inventory_file
-        and not inventory_command
-        and not command_output_file
-        and not os.environ.get("SYSMCP_HOSTS")
+    if not any(
+        (hosts, inventory_file, inventory_command, command_output_file, os.environ.get("SYSMCP_HOSTS"))
     ):
         return None
-    from dataclasses import fields, replace
+    from dataclasses import fields
 
     from sysmcp.fleet.setup import (
         HOSTS_ENV,
@@ -257,6 +255,7 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
     try:
         if inventory_file is not None:
             read.file_text = read_inventory(inventory_file)
+            read.file_kind = detect(read.file_text, inventory_file)
         if command_output_file is not None:
             read.command_output = read_inventory(command_output_file)
         elif inventory_command is not None:
@@ -276,16 +275,10 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
             raise ValueError(f"the inventory {inventory_file} lists no host")
         return None
     given = {field.name: getattr(args, field.name, None) for field in fields(FleetOptions)[1:]}
-    options = FleetOptions(inventory, **{name: value for name, value in given.items() if value})  # 0: default
     if any(isinstance(value, (int, float)) and not value >= 0 for value in given.values()):  # NaN too
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
         )
-    if (
-        options.ssh_config is None
-        and read.file_text is not None
-        and inventory_file is not None
-        and detect(read.file_text, inventory_file) == "ssh_config"
-    ):  # its hosts need its settings
-        options = replace(options, ssh_config=inventory_file)
-    return options
+    if not given["ssh_config"] and read.file_kind == "ssh_config":  # its hosts need its settings
+        given["ssh_config"] = inventory_file
+    return FleetOptions(inventory, **{name: value for name, value in given.items() if value})  # 0: default

@@ -60,16 +60,6 @@ def _named_directory(text: str) -> str:
     return text
 
 
-def history_args(args: argparse.Namespace) -> list[str]:
-    """``--no-history`` / ``--state-dir`` as given (before or after ``call``), for the server ``sysmcp
-    call`` spawns: that server is the process that records, so it must get them (an absolute path:
-    it may not share this process's working directory)."""
-    if getattr(args, "no_history", False):
-        return ["--no-history"]
-    chosen = getattr(args, "state_dir", None)
-    return ["--state-dir", os.path.abspath(chosen)] if chosen else []
-
-
 def configure_history(args: argparse.Namespace) -> None:
     """Turn history on (the default) or off for this process, from the command line."""
     if getattr(args, "no_history", False):
@@ -173,7 +163,6 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    configure_history(args)
     if args.command == "snapshot":
         try:
             hourly, daily, weekly = _retention(args.keep)
@@ -224,7 +213,7 @@ def _kept_there(directory: Path) -> bool:
     except FileNotFoundError:
         return False
     except OSError:  # not a directory, not searchable: the store says what is wrong with it
-        return True
+        pass
     return True
 
 

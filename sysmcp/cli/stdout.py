@@ -7,8 +7,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `seq 1e9 | head -3`'s seq
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def writing(command: str, run: Callable[[], int]) -> int:
@@ -21,8 +25,8 @@ def writing(command: str, run: Callable[[], int]) -> int:
     except BrokenPipeError:
         silence_stdout()
         return EXIT_PIPE
-    except (OSError, BaseExceptionGroup) as exc:
-        failed = _write_error(exc)
+    except (OSError, BaseExceptionGroup) as exc:  # ``call --raw`` writes the wire from inside a task group
+        failed = find_inside(exc, OSError, lambda error: error.errno in _WRITE_ERRORS)
         if failed is None:
             raise
         silence_stdout()
@@ -30,14 +34,12 @@ def writing(command: str, run: Callable[[], int]) -> int:
         return 1
 
 
-def _write_error(exc: BaseException) -> OSError | None:
-    """The failed write in ``exc``, looked for inside a task group's group too (``call --raw`` writes
-    the wire as it goes, from inside the session's task group)."""
+def find_inside(exc: BaseException, kind: type[E], test: Callable[[E], bool] = lambda _: True) -> E | None:
+    """``exc`` or the first exception of ``kind`` inside it that passes ``test`` (a task group wraps
+    what its body raised)."""
     if isinstance(exc, BaseExceptionGroup):
-        return next(filter(None, map(_write_error, exc.exceptions)), None)
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
-        return exc
-    return None
+        return next(filter(None, (find_inside(inner, kind, test) for inner in exc.exceptions)), None)
+    return exc if isinstance(exc, kind) and test(exc) else None
 
 
 def silence_stdout() -> None:

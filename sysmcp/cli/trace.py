@@ -50,24 +50,19 @@ class Recorder:
     def write(self, record: dict[str, Any]) -> None:
         if self.stopped:
             return
+        line = {
+            "time": datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+            "elapsed_s": round(time.monotonic() - self.started, 6),
+            **record,
+        }
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
         try:
-            self._write(record)
+            write_all(self.fd, data)
         except OSError as exc:
             self.stopped = True
             if self.fd != 2:
                 with contextlib.suppress(OSError):
                     write_all(2, f"sysmcp trace: the record stopped: {exc.strerror or exc}\n".encode())
-
-    def _write(self, record: dict[str, Any]) -> None:
-        now = time.time()
-        line = {
-            "time": datetime.fromtimestamp(now, UTC)
-            .isoformat(timespec="microseconds")
-            .replace("+00:00", "Z"),
-            "elapsed_s": round(time.monotonic() - self.started, 6),
-            **record,
-        }
-        write_all(self.fd, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
 
     def line(self, direction: str, frame: bytes | OversizedLine) -> None:
         if isinstance(frame, OversizedLine):

@@ -2,8 +2,9 @@
 
 A view is one self-contained HTML document shipped as package data. Its sources are kept as a page
 plus the pieces every page shares (``head.html``, the document's head up to the page's own style,
-named on the page's first line with its title; ``common.css``; ``bridge.js``: the view side of the
-postMessage protocol); :func:`html` inlines them, so what a host reads is one file that fetches nothing.
+named on the page's first line with its title; ``body.html``, from the end of that style to the page's
+``#app``; ``common.css``; ``bridge.js``: the view side of the postMessage protocol); :func:`html`
+inlines them, so what a host reads is one file that fetches nothing.
 
 Views are offered only to clients that declare the extension with our mime type: legacy clients in
 ``initialize``'s ``capabilities.extensions``, 2026-07-28 clients in each request's envelope. Every
@@ -25,7 +26,11 @@ CONTRACT_VERSION = 1
 
 #: Placeholders in a page's source, each replaced by a shared file (kept out of the HTML source so
 #: every page speaks the protocol through the same code).
-_INLINED = {"/*@common.css@*/": "common.css", "/*@bridge.js@*/": "bridge.js"}
+_INLINED = {
+    "/*@common.css@*/": "common.css",
+    "<!--@body.html@-->\n": "body.html",
+    "/*@bridge.js@*/": "bridge.js",
+}
 
 
 @dataclass(frozen=True, slots=True)
