@@ -181,7 +181,9 @@ def _schema(
     origin = typing.get_origin(hint)
     extra: dict[str, Any] = dict(keywords or {})
     if origin is Literal:
-        kind, extra = "string", {"enum": list(typing.get_args(hint)), **extra}
+        # A nullable choice lists null among its values too: ``enum`` alone would refuse it.
+        choices = [*typing.get_args(hint), *([None] if null else [])]
+        kind, extra = "string", {"enum": choices, **extra}
     elif origin in (list, tuple):
         kind = "array"
         extra = {"items": _schema(typing.get_args(hint)[0]), **extra}

@@ -271,10 +271,9 @@ class WhatChanged:
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
     complete: bool = prop("False when either scan was partial, or comparing them stopped early.")
-    stopped_reason: Opt[str | None] = prop(
+    stopped_reason: Opt[Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None] = prop(
         "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
-        "deleted a snapshot as it was compared (nothing compared); null when it did not.",
-        enum=["time_budget", "scan_stopped", "snapshot_pruned", None],
+        "deleted a snapshot as it was compared (nothing compared); null when it did not."
     )
     seconds: Opt[float | None] = prop("Time between the two snapshots.")
     total_delta_bytes: int = prop("Disk bytes under path, newer minus older.")
@@ -590,7 +589,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         current=_snapshot(new, found.fresh),
         comparable=bool(diff and diff.comparable),
         reason=diff.reason if diff else None,
-        complete=bool(complete),
+        complete=bool(complete) and found.stopped is None,
         stopped_reason=found.stopped,
         seconds=diff.seconds if diff else None,
         total_delta_bytes=diff.total_delta if diff and diff.comparable else 0,

@@ -747,4 +747,6 @@ def test_a_snapshot_pruned_between_its_head_and_its_directories_is_not_compared_
     assert found.diff is None, found.diff
     assert found.unread is not None and "deleted" in found.unread, found.unread
     assert any("could not be read" in note for note in notes_of(found))
-    assert found.stopped == render(str(root), found, {"top_n": 10})[1].stopped_reason == "snapshot_pruned"
+    answer = render(str(root), found, {"top_n": 10})[1]
+    assert found.stopped == answer.stopped_reason == "snapshot_pruned"
+    assert answer.complete is False  # nothing was compared: not a whole answer

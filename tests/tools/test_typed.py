@@ -222,3 +222,16 @@ def test_a_field_type_imported_later_is_imported_by_from_json_and_the_schema_in_
     assert found["explained"] == data
     assert from_json(DiskUsageResult, data) == explained  # and here, where disk_explain was imported first
     assert found["schema"] == schema_of(DiskUsageResult) == TOOL.output_schema
+
+
+@result
+class _Stopped:
+    why: Literal["budget", "cancelled"] | None = prop("Why it stopped; null when it did not.")
+
+
+def test_a_nullable_choice_accepts_null_and_its_values_and_nothing_else() -> None:
+    schema = schema_of(_Stopped)
+    for why in (None, "budget", "cancelled"):
+        jsonschema.validate(to_json(_Stopped(why)), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"why": "other"}, schema)
