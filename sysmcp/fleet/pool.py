@@ -137,7 +137,8 @@ def physical_memory() -> int | None:
 
 class SessionPool:
     """The gateway's sessions, one a host. ``line_budget``: bytes all of them together may hold of
-    reply lines not yet ended (``LineBudget``; default ``default_line_budget``)."""
+    reply lines not yet ended and of answers kept for a merge (``LineBudget``; default
+    ``default_line_budget``)."""
 
     def __init__(
         self,

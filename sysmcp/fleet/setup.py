@@ -34,6 +34,7 @@ class FleetOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     fleet_deadline: float = DEFAULT_DEADLINE
     jump_handshakes: int = DEFAULT_HANDSHAKES
+    fleet_memory: int | None = None  # MiB for the hosts' answers in flight (None: ``default_line_budget``)
 
 
 def parse_inventory(text: str, source: str) -> Inventory:
@@ -131,7 +132,8 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = SessionPool(options.inventory, settings, options.jump_handshakes)
+    budget = None if options.fleet_memory is None else options.fleet_memory << 20
+    pool = SessionPool(options.inventory, settings, options.jump_handshakes, budget)
     async with pool.open():
         yield Fleet(options.inventory, pool, options.fleet_concurrency, options.fleet_deadline)
 

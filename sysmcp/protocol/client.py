@@ -108,11 +108,13 @@ class NotMcp(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The answer to a request of ours."""
+    """The answer to a request of ours; ``size``: the bytes of the line it came in, its newline included
+    (what a gateway charges its memory budget for keeping it)."""
 
     id: RequestId
     result: dict[str, Any] | None
     error: dict[str, Any] | None
+    size: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +239,7 @@ class RequestTable:
             elif isinstance(message, Response):
                 if message.id is not None and message.id in self._pending:
                     self.chatter -= 1
-                    found.append(Reply(message.id, message.result, message.error))
+                    found.append(Reply(message.id, message.result, message.error, len(line) + 1))
                 elif message.id is not None:  # a late answer to one given up: its line was read
                     self._given_up.pop(message.id, None)
                 elif message.id is None and message.error is not None and self._pending:
@@ -564,7 +566,17 @@ class ClientSession:
         *,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Send a request and wait for its result. A JSON-RPC error raises ``RemoteError``, the peer's death
+        """Send a request and wait for its result (``reply``'s)."""
+        return (await self.reply(method, params, on_progress=on_progress)).result or {}
+
+    async def reply(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> Reply:
+        """Send a request and wait for its answer. A JSON-RPC error raises ``RemoteError``, the peer's death
         ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``), but for
         ``initialize``, which is never cancelled: the server answers it and the session then ends."""
         if self.closed.is_set():
@@ -592,7 +604,7 @@ class ClientSession:
             raise PeerGone(self.closed_reason)
         if reply.error is not None:
             raise remote_error(reply.error)
-        return reply.result or {}
+        return reply
 
     # -- MCP ----------------------------------------------------------------------------------
 
