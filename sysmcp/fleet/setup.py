@@ -68,11 +68,6 @@ def command_source(command: str | None) -> str:
     return f"the output of {argv[0]}" if argv else "the output of the inventory command"
 
 
-def run_inventory_command(command: str) -> Inventory:
-    """``--inventory-command`` run and its output read (``inventory_command_output``)."""
-    return from_json(inventory_command_output(command), source=command_source(command))
-
-
 def load_inventory(
     hosts: Sequence[str],
     env_value: str | None,
@@ -146,6 +141,5 @@ __all__ = [
     "load_inventory",
     "parse_inventory",
     "read_inventory",
-    "run_inventory_command",
     "running_fleet",
 ]
