@@ -107,6 +107,13 @@ FLEET_OPTIONS: tuple[tuple[tuple[str, ...], Callable[[str], Any], str, str], ...
         "new ssh handshakes at once through one jump host (default 10, as sshd's MaxStartups)",
     ),
     (("--connect-timeout",), float, "SECONDS", "per-host time to connect and initialize (default 10)"),
+    (
+        ("--fleet-memory",),
+        int,
+        "MIB",
+        "memory the hosts' answers in flight and kept for the merge may take in all (default 512, or an "
+        "eighth of RAM if less)",
+    ),
 )
 
 
@@ -277,7 +284,8 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
     given = {field.name: getattr(args, field.name, None) for field in fields(FleetOptions)[1:]}
     if any(isinstance(value, (int, float)) and not value >= 0 for value in given.values()):  # NaN too
         raise ValueError(
-            "--fleet-concurrency, --connect-timeout, --fleet-deadline and --jump-handshakes must be positive"
+            "--fleet-concurrency, --connect-timeout, --fleet-deadline, --jump-handshakes and --fleet-memory "
+            "must be positive"
         )
     if not given["ssh_config"] and read.file_kind == "ssh_config":  # its hosts need its settings
         given["ssh_config"] = inventory_file

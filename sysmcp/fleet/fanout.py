@@ -10,7 +10,7 @@ told (``notifications/cancelled``, sent by the client session); the sessions sta
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -139,9 +139,17 @@ class Fleet:
         as hosts finish (after each of the first hundred, then every hundredth of the fleet);
         ``remote_progress`` gets the remote tool's own progress (one host only); ``linked`` (from
         ``call``) gives each host its own form of arguments that are gateway links. At ``deadline``
-        (default: the fleet's) the hosts not finished are ``pending``."""
+        (default: the fleet's) the hosts not finished are ``pending``.
+
+        Each answer kept for the merge is charged to the pool's memory budget (``LineBudget``) as a line
+        still arriving is, by the bytes of its line, until the call returns: the merge follows with no
+        wait between, so nothing else is read meanwhile. Past the budget, the holder of the most, an
+        answer kept or a line arriving, is refused: a kept answer becomes its host's error, in the
+        budget's words."""
         outcomes: dict[str, HostOutcome] = {}
-        finished: list[HostOutcome] = []
+        finished: list[str] = []
+        budget = self.pool.line_budget
+        kept: dict[str, object] = {}  # host → its answer's holder of the budget, until the call returns
         states: dict[str, str] = {}  # host → queued, connecting, running (until it finishes)
         limiter = anyio.CapacityLimiter(max(1, self.concurrency))
         forward = _relay(remote_progress) if remote_progress is not None and len(hosts) == 1 else None
@@ -149,12 +157,21 @@ class Fleet:
         limit = self.deadline if deadline is None else deadline
         started = anyio.current_time()
 
+        def refuse(name: str) -> Callable[[str], None]:
+            def refused(reason: str) -> None:
+                outcomes[name] = replace(
+                    outcomes[name], status="remote_error", result=None, text="", reason=reason
+                )
+
+            return refused
+
         async def one(name: str) -> None:
             states[name] = "queued"
+            size = 0
             async with limiter:
                 given = links.for_host(arguments, name, *linked)
                 try:
-                    outcome = await self._one(name, tool, given, timeout, forward, states)
+                    outcome, size = await self._one(name, tool, given, timeout, forward, states)
                 except RecursionError:
                     # Parsed (the decoder nests as deep as Python lets it) but too deep to walk for its links.
                     log.warning("a host's answer is nested too deeply to read", host=name)
@@ -167,14 +184,20 @@ class Fleet:
                     outcome = HostOutcome(name, "remote_error", anyio.current_time() - started, reason=reason)
             states.pop(name, None)
             outcomes[name] = outcome
-            finished.append(outcome)
+            if outcome.ok:
+                budget.claim(kept.setdefault(name, object()), size, refuse(name))
+            finished.append(name)
             if report is not None and (len(finished) % step == 0 or len(finished) == len(hosts)):
-                await report(finished, len(hosts))
+                await report([outcomes[done] for done in finished], len(hosts))
 
-        with anyio.move_on_after(limit):
-            async with anyio.create_task_group() as group:
-                for name in hosts:
-                    group.start_soon(one, name)
+        try:
+            with anyio.move_on_after(limit):
+                async with anyio.create_task_group() as group:
+                    for name in hosts:
+                        group.start_soon(one, name)
+        finally:
+            for holder in kept.values():
+                budget.release(holder)
         waited = anyio.current_time() - started
         for name in hosts:
             if name not in outcomes:
@@ -190,15 +213,14 @@ class Fleet:
         timeout: float,
         on_progress: ProgressCallback | None,
         states: dict[str, str],
-    ) -> HostOutcome:
+    ) -> tuple[HostOutcome, int]:
+        """The host's outcome, and the bytes of the answer's line (0 for no answer)."""
         started = anyio.current_time()
-
         reconnected = False
 
-        def outcome(status: str, **fields: Any) -> HostOutcome:
-            return HostOutcome(
-                name, status, anyio.current_time() - started, reconnected=reconnected, **fields
-            )
+        def outcome(status: str, size: int = 0, **fields: Any) -> tuple[HostOutcome, int]:
+            took = anyio.current_time() - started
+            return HostOutcome(name, status, took, reconnected=reconnected, **fields), size
 
         while True:
             states[name] = "connecting"
@@ -214,7 +236,9 @@ class Fleet:
             session.calls += 1
             try:
                 with anyio.fail_after(timeout):
-                    reply = await session.client.call_tool(tool, arguments, on_progress=on_progress)
+                    answer = await session.client.reply(
+                        "tools/call", {"name": tool, "arguments": arguments}, on_progress=on_progress
+                    )
             except TimeoutError:
                 # The remote was told to stop (notifications/cancelled); the session stays for reuse.
                 return outcome("timeout", reason=f"no answer within {timeout:g} s")
@@ -236,6 +260,7 @@ class Fleet:
             finally:  # however it ended (the fleet deadline too): no stalled line is kept for ever
                 self.pool.settle(session)
             break
+        reply = answer.result or {}
         text = "\n".join(
             str(block.get("text", ""))
             for block in reply.get("content", [])
@@ -248,7 +273,7 @@ class Fleet:
             )
         structured = reply.get("structuredContent")
         result = links.to_gateway(name, structured) if isinstance(structured, dict) else None
-        return outcome("ok", result=result, text=text)
+        return outcome("ok", answer.size, result=result, text=text)
 
     # -- a host's stored results ---------------------------------------------------------------
 

@@ -103,13 +103,7 @@ class HostSession:
         running, is ended by the caller."""
         if self.client.ended_here:  # it answered, in a way we refused (too long, a flood): not ssh's failure
             return HostFailure("remote_error", self.client.closed_reason)
-        if self.process.stdin is not None:
-            with contextlib.suppress(Exception):
-                await self.process.stdin.aclose()
-        with anyio.move_on_after(EXIT_WAIT):
-            await self.process.wait()
-        if self.process.returncode is None:
-            await _kill(self.process)
+        await _stop(self.process)
         not_mcp = self.client.closed_reason if self.client.not_mcp else None
         status, reason = classify(
             self.process.returncode,
@@ -137,7 +131,8 @@ def physical_memory() -> int | None:
 
 class SessionPool:
     """The gateway's sessions, one a host. ``line_budget``: bytes all of them together may hold of
-    reply lines not yet ended (``LineBudget``; default ``default_line_budget``)."""
+    reply lines not yet ended and of answers kept for a merge (``LineBudget``; default
+    ``default_line_budget``)."""
 
     def __init__(
         self,
@@ -355,16 +350,10 @@ class SessionPool:
                     del session.stderr[STDERR_KEPT:-STDERR_KEPT]
 
     async def _end(self, session: HostSession) -> None:
-        """Close the session's stdin (the remote sysmcp sees EOF and exits), then wait briefly, then kill."""
+        """End the session's ssh (``_stop``) and free its pipes."""
         process = session.process
         with anyio.CancelScope(shield=True):
-            if process.stdin is not None:
-                with contextlib.suppress(Exception):
-                    await process.stdin.aclose()
-            with anyio.move_on_after(EXIT_WAIT):
-                await process.wait()
-            if process.returncode is None:
-                await _kill(process)
+            await _stop(process)
             if process.returncode is not None:  # its pipes too: a reader that stopped early left one full
                 with contextlib.suppress(Exception):
                     await process.aclose()
@@ -399,6 +388,17 @@ class SessionPool:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+
+
+async def _stop(process: Process) -> None:
+    """Close its stdin (a remote sysmcp sees EOF and exits), wait ``EXIT_WAIT`` s, then kill it."""
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()
+    with anyio.move_on_after(EXIT_WAIT):
+        await process.wait()
+    if process.returncode is None:
+        await _kill(process)
 
 
 async def _kill(process: Process) -> None:

@@ -34,6 +34,7 @@ class FleetOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     fleet_deadline: float = DEFAULT_DEADLINE
     jump_handshakes: int = DEFAULT_HANDSHAKES
+    fleet_memory: int | None = None  # MiB for the hosts' answers in flight (None: ``default_line_budget``)
 
 
 def parse_inventory(text: str, source: str) -> Inventory:
@@ -65,11 +66,6 @@ def command_source(command: str | None) -> str:
     """What an inventory command's output is called in what is said of it."""
     argv = shlex.split(command) if command else []
     return f"the output of {argv[0]}" if argv else "the output of the inventory command"
-
-
-def run_inventory_command(command: str) -> Inventory:
-    """``--inventory-command`` run and its output read (``inventory_command_output``)."""
-    return from_json(inventory_command_output(command), source=command_source(command))
 
 
 def load_inventory(
@@ -131,7 +127,8 @@ async def running_fleet(options: FleetOptions) -> AsyncIterator[Fleet]:
         remote_command=options.remote_command,
         connect_timeout=options.connect_timeout,
     )
-    pool = SessionPool(options.inventory, settings, options.jump_handshakes)
+    budget = None if options.fleet_memory is None else options.fleet_memory << 20
+    pool = SessionPool(options.inventory, settings, options.jump_handshakes, budget)
     async with pool.open():
         yield Fleet(options.inventory, pool, options.fleet_concurrency, options.fleet_deadline)
 
@@ -144,6 +141,5 @@ __all__ = [
     "load_inventory",
     "parse_inventory",
     "read_inventory",
-    "run_inventory_command",
     "running_fleet",
 ]

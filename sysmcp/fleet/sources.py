@@ -90,6 +90,14 @@ def _variables(value: Value, where: str, number: int) -> dict[str, tuple[str, in
     return found
 
 
+def _add_host(parsed: _RawInventory, host: str, group: str, host_vars: Value) -> None:
+    """``host`` of ``group`` with its variables; as Ansible has it, a host of ``all`` itself is ungrouped."""
+    check_name(host, 0)
+    parsed.add_host(
+        host, "ungrouped" if group == "all" else group, _variables(host_vars, f"host {host!r}", 0)
+    )
+
+
 def from_yaml(text: str, source: str = "inventory") -> Inventory:
     """An Ansible YAML inventory: groups with ``hosts``, ``vars`` and ``children``, from ``all``
     (or any top-level groups)."""
@@ -121,9 +129,7 @@ def from_yaml(text: str, source: str = "inventory") -> Inventory:
                 raise InventoryError(0, f"the hosts of {name!r} must be a mapping of host names")
             for pattern, host_vars in hosts.items():
                 for host in expand(str(pattern), 0):
-                    check_name(host, 0)
-                    home = "ungrouped" if name == "all" else name  # as Ansible: all's own hosts are ungrouped
-                    parsed.add_host(host, home, _variables(host_vars, f"host {host!r}", 0))
+                    _add_host(parsed, host, name, host_vars)
             parsed.group_vars.setdefault(name, {}).update(_variables(body.get("vars"), f"group {name!r}", 0))
             children = body.get("children") or {}
             if not isinstance(children, dict):
@@ -157,12 +163,6 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
         if not isinstance(hostvars, dict):
             raise InventoryError(0, "_meta.hostvars must be an object")
         parsed = _RawInventory()
-
-        def add_host(host: str, group: str) -> None:
-            check_name(host, 0)
-            variables = _variables(hostvars.get(host), f"host {host!r}", 0)
-            parsed.add_host(host, "ungrouped" if group == "all" else group, variables)
-
         for name, body in data.items():
             if name == "_meta":
                 continue
@@ -173,14 +173,14 @@ def from_json(text: str, source: str = "inventory") -> Inventory:
             if not isinstance(body, dict):
                 raise InventoryError(0, f"group {name!r} must be an object or a list of hosts")
             for host in _strings(body.get("hosts"), f"the hosts of {name!r}"):
-                add_host(host, name)
+                _add_host(parsed, host, name, hostvars.get(host))
             for child in _strings(body.get("children"), f"the children of {name!r}"):
                 parsed.children.setdefault(name, []).append((child, 0))
                 parsed.direct.setdefault(child, {})
             parsed.group_vars[name] = _variables(body.get("vars"), f"group {name!r}", 0)
         for host in hostvars:  # a host only in _meta (some plugins): ungrouped
             if host not in parsed.host_vars:
-                add_host(str(host), "ungrouped")
+                _add_host(parsed, str(host), "ungrouped", hostvars.get(host))
         return _build(parsed)
 
 

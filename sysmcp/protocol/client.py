@@ -108,11 +108,13 @@ class NotMcp(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The answer to a request of ours."""
+    """The answer to a request of ours; ``size``: the bytes of the line it came in, its newline included
+    (what a gateway charges its memory budget for keeping it)."""
 
     id: RequestId
     result: dict[str, Any] | None
     error: dict[str, Any] | None
+    size: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +169,6 @@ class ChatterBudget:
 class RequestTable:
     """Ids, the requests awaiting an answer, and what each incoming line means for them."""
 
-    prefix: str = ""
     max_values: int | None = None  # a line that may hold more values is TooComplex, never parsed
     chars_per_value: int = 0  # a longer line may hold one value in this many characters, if more
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -183,14 +184,13 @@ class RequestTable:
         self, method: str, params: dict[str, Any] | None = None, *, progress: bool = False
     ) -> tuple[RequestId, dict[str, Any]]:
         """A new request: its id and the message to send. With ``progress`` it carries a progress token."""
-        number = next(self._ids)
-        msg_id: RequestId = f"{self.prefix}{number}" if self.prefix else number
+        msg_id = next(self._ids)
         params = dict(params or {})
         if progress:
             params["_meta"] = {**(params.get("_meta") or {}), "progressToken": msg_id}
             self._tokens[msg_id] = msg_id
         self._pending[msg_id] = method
-        self._sent[msg_id] = number
+        self._sent[msg_id] = msg_id
         return msg_id, request_message(msg_id, method, params)
 
     def forget(self, msg_id: RequestId) -> None:
@@ -237,7 +237,7 @@ class RequestTable:
             elif isinstance(message, Response):
                 if message.id is not None and message.id in self._pending:
                     self.chatter -= 1
-                    found.append(Reply(message.id, message.result, message.error))
+                    found.append(Reply(message.id, message.result, message.error, len(line) + 1))
                 elif message.id is not None:  # a late answer to one given up: its line was read
                     self._given_up.pop(message.id, None)
                 elif message.id is None and message.error is not None and self._pending:
@@ -408,10 +408,23 @@ class ClientSession:
                     else:
                         ending, self._table.chatter = None, self._table.chatter + 1
                     if isinstance(ending, TooComplex):
-                        reason = self._too_complex(ending)
+                        reason = self._end_here(
+                            "too complex a line from server: session ended",
+                            f"its answer is too large/complex: a line of {ending.length:,} characters that "
+                            f"may hold more than {ending.limit:,} JSON values, more than any answer of its "
+                            "length holds",
+                            length=ending.length,
+                        )
                         return
-                    if isinstance(ending, Unattributed):
-                        reason = self._unattributed(ending)
+                    if isinstance(ending, Unattributed):  # ``RequestTable._unread``
+                        said = remote_error(ending.error)
+                        reason = self._end_here(
+                            "an error without an id: session ended",
+                            f"it refused a request it could not read ({_quote(said.message.encode())}, code "
+                            f"{said.code}) while {ending.waiting} requests or one given up could be that one: "
+                            "none can be trusted to be answered",
+                            waiting=ending.waiting,
+                        )
                         return
                     if isinstance(ending, str):
                         if not chunk and frame.startswith(b"{"):
@@ -425,76 +438,50 @@ class ClientSession:
                             self.not_mcp = True
                         return
                     chatter, self._table.chatter = self._table.chatter, 0
-                    if not self._chatter.spend(chatter, now, len(self._waiters)):
-                        reason = self._flooded()
+                    if not self._chatter.spend(chatter, now, len(self._waiters)):  # ``ChatterBudget``
+                        reason = self._end_here(
+                            "a flood of messages from server: session ended",
+                            f"it flooded the session: more than {CHATTER_BURST:,} messages answering no "
+                            f"request, faster than {CHATTER_RATE:g} a second for each request waiting (a "
+                            "sysmcp sends about 10)",
+                        )
                         return
                 if not chunk:
                     return
                 if self._decoder.overflowing:  # no need to read it to its end, if it has one
                     reason = self._oversized(self._decoder.overflowing)
                     return
-                if not self._waiters and self._decoder.buffered > self.max_idle_line:
-                    reason = self._stalled_idle(self._decoder.buffered)
+                if not self._waiters and (held := self._decoder.buffered) > self.max_idle_line:
+                    reason = self._end_here(
+                        "an unfinished line while idle: session ended",
+                        f"it sent {held:,} bytes of a line while no request of ours was waiting, more than "
+                        f"the {self.max_idle_line:,} it may: it sends nothing unasked",
+                        length=held,
+                    )
                     return
         finally:
             self._close(reason)
 
+    def _end_here(self, event: str, reason: str, **fields: int) -> str:
+        """The session ends at the peer's fault, logged as ``event``: ``reason`` for every caller waiting."""
+        log.warning(event, server=self.name, **fields)
+        self.ended_here = True
+        return reason
+
     def _oversized(self, length: int) -> str:
         """The session ends at a line longer than any reply may be: the request it answers, unknown
-        (its bytes are dropped), would otherwise wait for ever. Its reason for every caller waiting."""
-        log.warning("oversized line from server: session ended", server=self.name, length=length)
-        self.ended_here = True
-        return (
-            f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be"
-        )
-
-    def _too_complex(self, line: TooComplex) -> str:
-        """The session ends at a line of more values than any reply holds, as at an oversized one."""
-        log.warning("too complex a line from server: session ended", server=self.name, length=line.length)
-        self.ended_here = True
-        return (
-            f"its answer is too large/complex: a line of {line.length:,} characters that may hold more than "
-            f"{line.limit:,} JSON values, more than any answer of its length holds"
-        )
-
-    def _unattributed(self, refusal: Unattributed) -> str:
-        """The session ends at an error without an id while several requests wait (``RequestTable._unread``)."""
-        log.warning("an error without an id: session ended", server=self.name, waiting=refusal.waiting)
-        self.ended_here = True
-        said = remote_error(refusal.error)
-        return (
-            f"it refused a request it could not read ({_quote(said.message.encode())}, code {said.code}) "
-            f"while {refusal.waiting} requests or one given up could be that one: none can be trusted to be answered"
-        )
-
-    def _flooded(self) -> str:
-        """The session ends at more messages answering nothing than any sysmcp sends (``ChatterBudget``)."""
-        log.warning("a flood of messages from server: session ended", server=self.name)
-        self.ended_here = True
-        return (
-            f"it flooded the session: more than {CHATTER_BURST:,} messages answering no request, faster than "
-            f"{CHATTER_RATE:g} a second for each request waiting (a sysmcp sends about 10)"
-        )
-
-    def _stalled_idle(self, held: int) -> str:
-        """The session ends at an unfinished line longer than ``max_idle_line`` while nothing is owed."""
-        log.warning("an unfinished line while idle: session ended", server=self.name, length=held)
-        self.ended_here = True
-        return (
-            f"it sent {held:,} bytes of a line while no request of ours was waiting, more than the "
-            f"{self.max_idle_line:,} it may: it sends nothing unasked"
+        (its bytes are dropped), would otherwise wait for ever."""
+        return self._end_here(
+            "oversized line from server: session ended",
+            f"it sent a line of more than {self._decoder.max_line >> 20} MiB, longer than any answer may be",
+            length=length,
         )
 
     def _over_budget(self, reason: str) -> None:
         """The session ends at the gateway's memory for unfinished lines: this one, holding the most
         of all sessions, or about to, is refused (``LineBudget``) and its bytes freed at once."""
-        log.warning(
-            "an answer past the gateway's memory for answers in flight: session ended",
-            server=self.name,
-            length=self._decoder.buffered,
-        )
-        self.ended_here = True
-        self._close(reason)
+        event = "an answer past the gateway's memory for answers in flight: session ended"
+        self._close(self._end_here(event, reason, length=self._decoder.buffered))
 
     def _close(self, reason: str) -> None:
         self._decoder.clear()  # an unfinished line is never read now: its bytes are freed
@@ -564,7 +551,17 @@ class ClientSession:
         *,
         on_progress: ProgressCallback | None = None,
     ) -> dict[str, Any]:
-        """Send a request and wait for its result. A JSON-RPC error raises ``RemoteError``, the peer's death
+        """Send a request and wait for its result (``reply``'s)."""
+        return (await self.reply(method, params, on_progress=on_progress)).result or {}
+
+    async def reply(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> Reply:
+        """Send a request and wait for its answer. A JSON-RPC error raises ``RemoteError``, the peer's death
         ``PeerGone``; if the caller is cancelled the server is told (``notifications/cancelled``), but for
         ``initialize``, which is never cancelled: the server answers it and the session then ends."""
         if self.closed.is_set():
@@ -592,7 +589,7 @@ class ClientSession:
             raise PeerGone(self.closed_reason)
         if reply.error is not None:
             raise remote_error(reply.error)
-        return reply.result or {}
+        return reply
 
     # -- MCP ----------------------------------------------------------------------------------
 

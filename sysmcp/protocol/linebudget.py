@@ -1,4 +1,5 @@
-"""One bound on the bytes every session of a gateway holds of lines its peers have begun and not ended.
+"""One bound on the bytes a gateway holds of its peers' answers: lines begun and not ended, and
+answers ended and kept for the fleet's merge.
 
 Each host's reply line may be up to 80 MiB (a large result), so each session's own cap bounds one
 host, not the gateway: 64 sessions at once, each answering large or stalling mid-line, held some
@@ -8,6 +9,8 @@ of the most (the claimant included) is refused and its session ended, which free
 until the claim fits. The holder of the most, not the claimant: a host that stalled holding tens of
 MiB is the one cut, not each small answer that arrives after it. A session alone in the budget is
 never refused by it (its own line cap bounds it): one host's answer up to that cap is always read.
+An answer kept for the merge is a holder too, by the bytes of its line (``fanout.Fleet.fan_out``):
+16 hosts each sending a large answer otherwise held them all, ended, until the last one came.
 
 Free of I/O and of anyio: every session's reader runs on one event loop, so claims never interleave.
 """
@@ -17,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-#: The gateway's default budget: 512 MiB, or an eighth of physical memory if that is less. Raw bytes
-#: are what is charged; a line once ended is parsed, and parsed it takes up to ~4 times its length
-#: (``client.MAX_REPLY_VALUES``) for a moment per host, so the raw budget leaves that room. 512 MiB is
-#: six of the largest answers (80 MiB) in flight at once, far more than any real fan-out returns.
+#: The gateway's default budget: 512 MiB, or an eighth of physical memory if that is less (``sysmcp
+#: --fleet-memory`` sets it). Raw bytes are what is charged; a line once ended is parsed, and parsed it
+#: takes up to ~4 times its length (``client.MAX_REPLY_VALUES``), so the raw budget leaves that room.
+#: 512 MiB is six of the largest answers (80 MiB) at once, far more than any real fan-out returns.
 DEFAULT_LINE_BUDGET = 512 << 20
 PHYSICAL_SHARE = 8
 

@@ -86,7 +86,16 @@ def test_the_fleet_options_configure_the_fleet_a_zero_keeps_the_default_and_a_ne
         "--fleet-deadline",
         "0",
     ]
-    more = ["--jump-handshakes", "4", "--ssh-config", "cfg", "--remote-command", "sysmcp serve"]
+    more = [
+        "--jump-handshakes",
+        "4",
+        "--ssh-config",
+        "cfg",
+        "--remote-command",
+        "sysmcp serve",
+        "--fleet-memory",
+        "8",
+    ]
     options = fleet_options(build_parser().parse_args([*given, *more]))
     assert list(options.inventory.hosts) == ["web1"]
     assert (options.fleet_concurrency, options.connect_timeout, options.fleet_deadline) == (
@@ -95,8 +104,11 @@ def test_the_fleet_options_configure_the_fleet_a_zero_keeps_the_default_and_a_ne
         DEFAULT_DEADLINE,
     )
     assert (options.jump_handshakes, options.ssh_config, options.remote_command) == (4, "cfg", "sysmcp serve")
+    assert options.fleet_memory == 8
     with pytest.raises(ValueError, match="must be positive"):
         fleet_options(build_parser().parse_args(["--host", "web1", "--fleet-deadline", "-1"]))
+    with pytest.raises(ValueError, match="--fleet-memory must be positive"):
+        fleet_options(build_parser().parse_args(["--host", "web1", "--fleet-memory", "-1"]))
 
 
 def test_hosts_without_a_fleet_is_a_usage_error() -> None:

@@ -17,10 +17,12 @@ import pytest
 
 from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
-from sysmcp.fleet.pool import SessionPool
+from sysmcp.fleet.pool import SessionPool, physical_memory
+from sysmcp.fleet.setup import FleetOptions, running_fleet
 from sysmcp.fleet.ssh import SshSettings
 from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
+from sysmcp.protocol.linebudget import default_line_budget
 from sysmcp.protocol.session import MAX_RESULT
 from sysmcp.tools.merging import HostOutcome, default_merge
 from tests.profile import needs_proc
@@ -207,7 +209,8 @@ _PEAK_SCRIPT = """
 import resource, sys, anyio
 from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names
-from sysmcp.fleet.pool import SessionPool
+from sysmcp.fleet.pool import SessionPool, physical_memory
+from sysmcp.fleet.setup import FleetOptions, running_fleet
 from sysmcp.fleet.ssh import SshSettings
 
 async def main():
@@ -478,6 +481,38 @@ async def test_a_host_holding_the_most_of_the_gateways_memory_for_answers_is_ref
         "(16 MiB across 2 hosts): ask fewer hosts at once or a smaller answer"
     )
     assert outcomes[1].result == {"answer": "x" * (1 << 20)}
+
+
+async def test_answers_held_for_the_merge_are_charged_to_the_gateways_memory_and_those_past_it_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 hosts, asked one at a time, each answer 2 MiB whole and ended, against a budget of 8 MiB: the
+    answers kept until the merge are charged to it as lines are, so no more than 3 are held; each one
+    past it is its host's error in the budget's words, and the budget is free once the call is done.
+    Before, only unfinished lines were charged: all 16 answers (32 MiB) were held whole for the merge."""
+    monkeypatch.setenv("STUB_LARGE", str(2 << 20))
+    names = [f"large{i:02}" for i in range(16)]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path), line_budget=8 << 20).open() as pool:
+        fleet = Fleet(inventory, pool, concurrency=1, deadline=DEADLINE)
+        with anyio.fail_after(DEADLINE):
+            outcomes = await fleet.fan_out("x", {}, names, timeout=600)
+        assert pool.line_budget.held == 0
+    answered = [o for o in outcomes if o.ok]
+    assert len(answered) == 3
+    assert all(o.result == {"answer": "x" * (2 << 20)} for o in answered)
+    assert {o.reason for o in outcomes if not o.ok} == {
+        "its answer did not fit the gateway's memory for answers in flight (8 MiB across 4 hosts): "
+        "ask fewer hosts at once or a smaller answer"
+    }
+    assert {o.status for o in outcomes if not o.ok} == {"remote_error"}
+
+
+async def test_fleet_memory_sets_the_budget_in_mib_and_without_it_the_default_holds() -> None:
+    async with running_fleet(FleetOptions(from_names(["web1"]), fleet_memory=8)) as fleet:
+        assert fleet.pool.line_budget.limit == 8 << 20
+    async with running_fleet(FleetOptions(from_names(["web1"]))) as fleet:
+        assert fleet.pool.line_budget.limit == default_line_budget(physical_memory())
 
 
 async def test_a_reused_session_refused_at_the_gateways_memory_is_not_asked_again_on_a_new_one(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sysmcp.fleet.inventory import Host, Inventory, InventoryError, parse_ini
-from sysmcp.fleet.setup import load_inventory, parse_inventory, run_inventory_command
+from sysmcp.fleet.setup import load_inventory, parse_inventory
 from sysmcp.fleet.sources import detect, from_json, from_ssh_config, from_yaml, parse_yaml
 from sysmcp.fleet.ssh import SshSettings, session_argv
 
@@ -192,8 +192,11 @@ def test_a_dynamic_inventory_command_from_the_operators_command_line(tmp_path: P
     assert list(inventory.hosts) == ["i-1", "i-2"] and inventory.hosts["i-1"].address == "127.0.0.5"
     assert inventory.groups["tag_web"] == ("i-1", "i-2")
     with pytest.raises(OSError, match="exited with status 3: broken"):
-        run_inventory_command(
-            f"{sys.executable} -c \"import sys; sys.exit('broken') if 0 else (print('broken', file=sys.stderr), sys.exit(3))\""
+        load_inventory(
+            [],
+            None,
+            None,
+            f"{sys.executable} -c \"import sys; sys.exit('broken') if 0 else (print('broken', file=sys.stderr), sys.exit(3))\"",
         )
 
 
