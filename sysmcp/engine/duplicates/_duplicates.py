@@ -299,11 +299,7 @@ def compare_apart(
 ) -> dict[str, Any]:
     """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
     counter = SkipCounter()
-
-    def publish() -> None:
-        progress.set(reader.files_read, reader.bytes_read)
-
-    reader = Reader(root, counter, budget.sharing(publish))
+    reader = Reader(root, counter, budget.sharing(lambda: progress.set(reader.files_read, reader.bytes_read)))
     try:
         result = compare(reader, fd, claim)
     finally:
@@ -343,9 +339,8 @@ def compare_blocks(
     """
     fd = candidates.spill.fileno()
     blocks = candidates.blocks
-    parallel = processes > 1 and len(blocks) > 1
-    parallel = parallel and (candidates.files >= PARALLEL_FROM or candidates.bytes >= PARALLEL_BYTES)
-    if not parallel:
+    much = candidates.files >= PARALLEL_FROM or candidates.bytes >= PARALLEL_BYTES
+    if processes < 2 or len(blocks) < 2 or not much:
         queue = iter(blocks)
         return [compare(reader, fd, lambda: next(queue, None))]
 

@@ -154,28 +154,6 @@ class Reader:
         self.seen[(dev, ino)] = seen(st)
         return fd, st
 
-    def small(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of a file smaller than the buffer: open, fstat, one read, fstat, close (the per-file
-        cost on a million small files); a file whose size or mtime moved counts as changed.
-        """
-        opened = self._open(candidate, size)
-        if opened is None:
-            return None
-        fd, st = opened
-        try:
-            count = os.readv(fd, [self.buffer])
-            after = os.fstat(fd)
-        except OSError:
-            self.skipped.add("unreadable")
-            return None
-        finally:
-            os.close(fd)
-        self.bytes_read += count
-        if count != size or after.st_size != size or after.st_mtime_ns != st.st_mtime_ns:
-            self.skipped.add("changed")
-            return None
-        return _blake3(self.view[:count]).hexdigest()
-
     def sample(self, candidate: RawCandidate, size: int) -> str | None:
         """Hash of the first and last 4 KiB (the whole content for files up to SMALL)."""
         if size <= SMALL:
@@ -185,13 +163,9 @@ class Reader:
             return None
         fd = opened[0]
         try:
-            digest = BLAKE3.factory()
-            head = os.pread(fd, BLOCK, 0)
-            tail = os.pread(fd, BLOCK, size - BLOCK)
-            digest.update(head)
-            digest.update(tail)
+            head, tail = os.pread(fd, BLOCK, 0), os.pread(fd, BLOCK, size - BLOCK)
             self.bytes_read += len(head) + len(tail)
-            return digest.hexdigest()
+            return _blake3(head + tail).hexdigest()
         except OSError:
             self.skipped.add("unreadable")
             return None
@@ -199,27 +173,33 @@ class Reader:
             os.close(fd)
 
     def full(self, candidate: RawCandidate, size: int) -> str | None:
-        """BLAKE3 of the whole content: a file smaller than the buffer with one read (``small``), a
-        larger one streamed with a cancel per chunk, on every core (blake3's own threads) when large."""
-        if size < len(self.buffer):
-            return self.small(candidate, size)
+        """BLAKE3 of the whole content: a file smaller than the buffer with one read (open, ``fstat``,
+        read, ``fstat``, close: the per-file cost on a million small files), a larger one streamed with
+        a cancel per chunk, on every core (blake3's own threads) when large. A file whose size or mtime
+        moved while read counts as changed."""
         opened = self._open(candidate, size)
         if opened is None:
             return None
         fd, st = opened
         try:
-            algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
-            digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
+            if size < len(self.buffer):
+                count = os.readv(fd, [self.buffer])
+                after = os.fstat(fd)
+                same = count == size and after.st_size == size and after.st_mtime_ns == st.st_mtime_ns
+                hexdigest = _blake3(self.view[:count]).hexdigest() if same else None
+            else:
+                algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
+                digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
+                count, hexdigest = digest.size, None if digest.changed else digest.hexdigests[BLAKE3.name]
         except OSError:
             self.skipped.add("unreadable")
             return None
         finally:
             os.close(fd)
-        self.bytes_read += digest.size
-        if digest.changed:
+        self.bytes_read += count
+        if hexdigest is None:
             self.skipped.add("changed")
-            return None
-        return digest.hexdigests[BLAKE3.name]
+        return hexdigest
 
 
 def _split(

@@ -157,7 +157,6 @@ class KeptGrowing(OSError):
             errno.EFBIG,
             f"it kept growing while being read (over {read:,} bytes read, {size_at_open:,} when opened)",
         )
-        self.read, self.size_at_open = read, size_at_open
 
 
 def hash_fd(
@@ -308,17 +307,17 @@ def hash_many(
     stop = StopFlag()
     local = threading.local()
 
+    def start() -> None:
+        slot = counters.slot()
+
+        def on_chunk(done: int) -> None:
+            slot[0] = slot[2] + done
+            stop.check()
+
+        local.state = (bytearray(CHUNK), slot, on_chunk)
+
     def run(batch: list[T]) -> list[R]:
-        state = getattr(local, "state", None)
-        if state is None:
-            slot = counters.slot()
-
-            def on_chunk(done: int) -> None:
-                slot[0] = slot[2] + done
-                stop.check()
-
-            state = local.state = (bytearray(CHUNK), slot, on_chunk)
-        buffer, slot, on_chunk = state
+        buffer, slot, on_chunk = local.state
         results = []
         for item in batch:
             stop.check()
@@ -333,7 +332,7 @@ def hash_many(
     batch: list[T] = []
     batch_bytes = 0
     limit = threads * 3
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash") as pool:
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sysmcp-hash", initializer=start) as pool:
         try:
             for item in items:
                 cancel()

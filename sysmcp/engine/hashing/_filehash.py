@@ -56,25 +56,18 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
     path, shown = request.path, request.shown
     if path == b"/":
         raise WrongKind("Not a regular file: / is a directory", reason="not_hashable")
+    parent = None
     try:
         parent, name = open_parent(os.fsdecode(path))
-    except FileNotFoundError:
-        raise NotFound(f"No such file: {shown}") from None
-    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
-        raise PermissionRefused(f"Permission denied: {shown}") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise through_symlink(shown) from None
-        raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
-    try:
         return open_regular_at(name, dir_fd=parent)
     except FileNotFoundError:
-        if os.path.islink(os.path.expanduser(request.given)):
+        given = os.path.expanduser(request.given)
+        if parent is not None and os.path.islink(given):
             raise NotFound(
-                f"No such file: {os.path.expanduser(request.given)} is a symbolic link to {shown}, which does not exist"
+                f"No such file: {given} is a symbolic link to {shown}, which does not exist"
             ) from None
         raise NotFound(f"No such file: {shown}") from None
-    except PermissionError:
+    except PermissionError:  # without O_PATH a directory on the way must be readable, not only searchable
         raise PermissionRefused(f"Permission denied: {shown}") from None
     except NotRegularFile as exc:
         if stat.S_ISLNK(exc.mode):  # the path was resolved, so a link here was swapped in since
@@ -89,9 +82,12 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
             reason="replaced_while_opened",
         ) from None
     except OSError as exc:
+        if parent is None and exc.errno == errno.ELOOP:  # a symlink on the way to the parent
+            raise through_symlink(shown) from None
         raise EngineError(f"Cannot open {shown}: {exc.strerror or exc}") from None
     finally:
-        os.close(parent)
+        if parent is not None:
+            os.close(parent)
 
 
 def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
@@ -113,10 +109,9 @@ def hash_file(request: FileRequest, progress: Progress, cancel: Cancel) -> FileH
         started = time.perf_counter()
         try:
             digest = hash_fd(fd, (request.algorithm,), bytearray(CHUNK), on_chunk, opened=opened)
-        except KeptGrowing as exc:
-            raise EngineError(
-                f"Read error in {request.shown}: {exc.strerror}", reason="kept_growing"
-            ) from None
         except OSError as exc:
-            raise EngineError(f"Read error in {request.shown}: {exc.strerror or exc}") from None
+            reason = "kept_growing" if isinstance(exc, KeptGrowing) else ""
+            raise EngineError(
+                f"Read error in {request.shown}: {exc.strerror or exc}", reason=reason
+            ) from None
         return FileHash(digest, time.perf_counter() - started)

@@ -24,7 +24,7 @@ from sysmcp.engine.hashing._checksums import (
     blake2b_of_length,
     explain,
 )
-from sysmcp.engine.opens import open_regular_at
+from sysmcp.engine.opens import closing_fd, open_regular_at
 from sysmcp.engine.paths import PATH_MAX
 
 
@@ -291,16 +291,14 @@ def _parse_tagged(line: bytes, forced: Algorithm | None) -> Parsed | None:
     if not after.startswith(b"="):
         return _BROKEN
     digest = after[1:].lstrip(b" \t")
-    if escaped:
-        unescaped = _unescape(name)
-        if unescaped is None:
-            return _BROKEN
-        name = unescaped
+    unescaped = _unescape(name) if escaped else name
+    if unescaped is None:
+        return _BROKEN
     if forced is not None and forced.name.split("-")[0] != algorithm.name.split("-")[0]:
         return _BROKEN
     if len(digest) != algorithm.hex_length or not _HEX.issuperset(digest):
         return _BROKEN
-    return name, digest.decode("ascii"), (algorithm,)
+    return unescaped, digest.decode("ascii"), (algorithm,)
 
 
 def _parse_gnu(
@@ -321,12 +319,9 @@ def _parse_gnu(
     elif reversed_style is not True:
         reversed_style = False
         i += 1
-    name = line[i:]
-    if escaped:
-        unescaped = _unescape(name)
-        if unescaped is None:
-            return None, reversed_style
-        name = unescaped
+    name = _unescape(line[i:]) if escaped else line[i:]
+    if name is None:
+        return None, reversed_style
     return (name, digest.decode("ascii"), candidates), reversed_style
 
 
@@ -370,8 +365,7 @@ class ManifestTooLarge(Refused):
 
     def __init__(self, shown: str, limit: int = MAX_MANIFEST) -> None:
         super().__init__(f"The manifest {shown} is larger than {limit} bytes", reason="manifest_too_large")
-        self.shown = shown
-        self.limit = limit
+        self.shown, self.limit = shown, limit
 
 
 class ManifestUnsized(Refused):
@@ -382,8 +376,7 @@ class ManifestUnsized(Refused):
             f"The manifest {shown} says it is empty yet gave more than {limit} bytes when read",
             reason="manifest_unsized",
         )
-        self.shown = shown
-        self.limit = limit
+        self.shown, self.limit = shown, limit
 
 
 class NotAManifest(Refused):
@@ -510,6 +503,9 @@ def open_manifest(source: Source) -> ManifestBytes:
         shown = source.shown
         try:
             fd, opened = open_regular_at(source.path)
+            if opened.st_size == 0:  # a kernel-generated file (procfs) has its bytes only when read
+                with closing_fd(fd):
+                    data = _read_unsized(fd, shown)
         except FileNotFoundError:
             raise NotFound(f"No such manifest file: {shown}") from None
         except OSError as exc:
@@ -520,12 +516,6 @@ def open_manifest(source: Source) -> ManifestBytes:
                 reader.close()
                 raise ManifestTooLarge(shown)
             return reader
-        try:  # size 0: a kernel-generated file (procfs) has its bytes only when read
-            data = _read_unsized(fd, shown)
-        except OSError as exc:
-            raise ManifestUnreadable(f"Cannot read the manifest {shown}: {explain(exc)}") from None
-        finally:
-            os.close(fd)
     if len(data) > MAX_MANIFEST:
         raise ManifestTooLarge(source.shown)
     return ManifestBytes(source.shown, data=data)

@@ -452,9 +452,7 @@ def hash_tree_parallel(
     parallel: ParallelWalk | None = None
 
     def progress_and_cancel() -> None:
-        files, done = mine.progress()
-        more_files, more_bytes = children_counts(parallel)
-        progress(files + more_files + done + more_bytes, None)
+        progress(sum(mine.progress()) + sum(children_counts(parallel)), None)
         cancel()
 
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)

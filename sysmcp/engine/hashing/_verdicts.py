@@ -184,7 +184,6 @@ def check_file(
         return MISSING_CODE, "", 0
     except OSError as exc:
         return UNREADABLE_CODE, explain(exc), 0
-    blamed = blamed_code(candidates)
     read = 0
     try:
         while True:
@@ -201,12 +200,10 @@ def check_file(
                         settled.setdefault(len(expected), name)
                     return ALGORITHM_CODE[name], "", read
             if not narrowed:
-                return blamed, "", read
-            narrowed = False  # the settled guess failed: the other candidates, from the start
+                return blamed_code(candidates), "", read
+            narrowed = False  # the settled guess failed: the other candidates (never none), from the start
             first = trying[0].name
             trying = tuple(c for c in candidates if c.name != first)
-            if not trying:
-                return blamed, "", read
             os.lseek(fd, 0, os.SEEK_SET)
             opened = os.fstat(fd)
     finally:

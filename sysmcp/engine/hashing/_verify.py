@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
     HASH_THREADS,
-    NAME_TOO_LONG,
     Algorithm,
     PoolCounters,
     hash_many,
@@ -42,10 +41,10 @@ from sysmcp.engine.hashing._verdicts import (
     check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import OUTSIDE_ROOTS, Confine, Tuning, check_ranges, with_cr
+from sysmcp.engine.hashing._verify_ranges import Confine, Tuning, check_ranges, place
 from sysmcp.engine.opens import Parents
-from sysmcp.engine.paths import PATH_MAX, too_long
-from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, join, throttled, walk_files
+from sysmcp.engine.paths import PATH_MAX
+from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, throttled, walk_files
 
 
 @dataclass(frozen=True)
@@ -130,20 +129,14 @@ def _check_here(
         # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
         for index, entry in enumerate(entries):
             budget()
-            path = entry.name if entry.name.startswith(b"/") else join(base, entry.name)
-            if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
-                result.checked.put(index, UNREADABLE_CODE, NAME_TOO_LONG)
+            path = place(entry.name, base, confine)
+            if isinstance(path, str):
+                result.checked.put(index, UNREADABLE_CODE, path)
                 continue
-            asked = path
-            if confine is not None:
-                inside = confine(path)
-                if inside is None:
-                    result.checked.put(index, UNREADABLE_CODE, OUTSIDE_ROOTS)
-                    continue
-                path = inside
             st = look(path, parents)
             missing = not isinstance(st, os.stat_result) and st[0] == MISSING_CODE
-            if missing and entry.cr and (beside := with_cr(asked, confine)) is not None:
+            beside = place(entry.name + b"\r", base, confine) if missing and entry.cr else None
+            if isinstance(beside, bytes):
                 st, path = look(beside, parents), beside
             if not isinstance(st, os.stat_result):
                 result.checked.put(index, *st[:2])

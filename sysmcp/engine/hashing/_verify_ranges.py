@@ -11,7 +11,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ from sysmcp.engine.hashing._verdicts import (
 from sysmcp.engine.opens import S_IFMT, Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.paths import too_long
-from sysmcp.engine.walk import Budget, ScanStopped, throttled
+from sysmcp.engine.walk import Budget, ScanStopped, join, throttled
 
 if TYPE_CHECKING:  # its module imports this one
     from sysmcp.engine.hashing._verify import VerifyRequest
@@ -129,10 +129,6 @@ class Part:
     def wire(self) -> tuple[Any, ...]:
         """As a forked process sends it back (``marshal``: builtin types only)."""
         return tuple(getattr(self, name) for name in self.__slots__)
-
-    @classmethod
-    def unwire(cls, data: Sequence[Any]) -> Part:
-        return cls(*data)
 
 
 class _GaveUp(Exception):
@@ -276,27 +272,16 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
                 continue
             own()
             name, digest, candidates = parsed
-            path = name if name.startswith(b"/") else prefix + name
-            if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
-                details[len(codes)] = NAME_TOO_LONG
-                codes.append(UNREADABLE_CODE)
-                tally.files += 1
-                continue
-            asked = path
-            if confine is not None:
-                inside = confine(path)
-                if inside is None:
-                    details[len(codes)] = OUTSIDE_ROOTS
-                    codes.append(UNREADABLE_CODE)
-                    tally.files += 1
-                    continue
-                path = inside
-            code, detail, size = check_file(
-                path, digest.lower(), candidates, parents, settled, buffer, on_chunk
-            )
-            if code == MISSING_CODE and cr and (beside := with_cr(asked, confine)) is not None:
+            digest = digest.lower()
+            where = place(name, prefix, confine)
+            if isinstance(where, str):
+                code, detail, size = UNREADABLE_CODE, where, 0
+            else:
+                code, detail, size = check_file(where, digest, candidates, parents, settled, buffer, on_chunk)
+            beside = place(name + b"\r", prefix, confine) if code == MISSING_CODE and cr else None
+            if isinstance(beside, bytes):
                 code, detail, size = check_file(
-                    beside, digest.lower(), candidates, parents, settled, buffer, on_chunk
+                    beside, digest, candidates, parents, settled, buffer, on_chunk
                 )
             if detail:
                 details[len(codes)] = detail
@@ -311,13 +296,16 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
 
 
-def with_cr(path: bytes, confine: Confine | None) -> bytes | None:
-    """Where to look for a name with the CR its line ended in (b3sum writes it so: ``checksum_lines``),
-    once the name without it is MISSING: None when that is too long or outside the roots."""
-    path += b"\r"
-    if too_long(path):
-        return None
-    return path if confine is None else confine(path)
+def place(name: bytes, base: bytes, confine: Confine | None) -> bytes | str:
+    """Where to look for a manifest's name, or why nowhere (an UNREADABLE entry's detail). The name
+    with the CR its line ended in (b3sum writes it so: ``checksum_lines``) is looked for the same way
+    once the name without it is MISSING."""
+    path = name if name.startswith(b"/") else join(base, name)
+    if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
+        return NAME_TOO_LONG
+    if confine is None:
+        return path
+    return confine(path) or OUTSIDE_ROOTS
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:
@@ -406,7 +394,6 @@ def _assemble(
 ) -> Verification:
     """The processes' parts in manifest order, with what no process reached parsed here (NOT_CHECKED)."""
     parts: dict[int, Part] = {}
-    hashed = 0
     stopped: str | None = None
     for result in results:
         if result is None:
@@ -414,9 +401,8 @@ def _assemble(
             continue
         if result["gave_up"]:
             raise NotAManifest(reader.shown)
-        for part in map(Part.unwire, result["parts"]):
+        for part in (Part(*wired) for wired in result["parts"]):
             parts[part.task] = part
-            hashed += part.hashed
         stopped = stopped or result["stopped"]
     verdicts = Verdicts()
     codes, details = verdicts.codes, verdicts.details
@@ -462,4 +448,5 @@ def _assemble(
                 if (parsed := parse(line)) is not None:
                     yield parsed[0]
 
+    hashed = sum(part.hashed for part in parts.values())
     return Verification(verdicts, bad_lines, bad_count, names=names, bytes_hashed=hashed, stopped=stopped)

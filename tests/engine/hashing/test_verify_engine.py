@@ -192,7 +192,7 @@ def test_a_plain_block_returns_its_part_and_at_a_stop_the_entries_done(tmp_path:
     cut = check_plain_block(7, found, len(text), work_stopping_after(2, tmp_path))
     assert not cut.complete and cut.stopped == "stopped for the test"
     assert cut.lines == len(cut.codes) == 2 and cut.codes == whole.codes[:2]
-    assert Part.unwire(cut.wire()) == cut
+    assert Part(*cut.wire()) == cut
 
 
 def test_lines_one_by_one_return_their_part_with_the_bad_lines(tmp_path: Path) -> None:
