@@ -20,7 +20,7 @@ import pytest
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import ALGORITHMS, Source, TreeHash, TreeRequest, Verification, hash_path
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.hashing._verify_ranges import Tuning
+from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.failures import ToolError

@@ -26,7 +26,7 @@ from sysmcp.engine.hashing import _verdicts as verdicts
 from sysmcp.engine.hashing import _verify_ranges as verify_ranges
 from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.hashing._manifests import LineParser
-from sysmcp.engine.hashing._verify_ranges import Tuning
+from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
 

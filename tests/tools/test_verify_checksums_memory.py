@@ -21,7 +21,7 @@ import pytest
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import Source, Verification
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.hashing._verify_ranges import Tuning
+from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.parallel import _fork as fanout
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums

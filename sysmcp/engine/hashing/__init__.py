@@ -27,8 +27,8 @@ from sysmcp.engine.hashing._manifests import (
 )
 from sysmcp.engine.hashing._treehash import TreeHash, TreeRequest, hash_path
 from sysmcp.engine.hashing._verdicts import Status, Verification
-from sysmcp.engine.hashing._verify import VerifyRequest, is_cut, listed, verify
-from sysmcp.engine.hashing._verify_ranges import Confine
+from sysmcp.engine.hashing._verify import is_cut, listed, verify
+from sysmcp.engine.hashing._verify_request import Confine, VerifyRequest
 
 __all__ = [
     "ALGORITHMS",

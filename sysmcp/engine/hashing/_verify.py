@@ -6,17 +6,13 @@ ranges of whole lines that forked processes parse and check themselves (``_verif
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.hashing._checksums import (
-    HASH_THREADS,
-    Algorithm,
     PoolCounters,
     hash_many,
 )
@@ -25,7 +21,6 @@ from sysmcp.engine.hashing._manifests import (
     ManifestChanged,
     NoEntries,
     NotAManifest,
-    Source,
     hint_order,
     open_manifest,
     parse_manifest,
@@ -41,30 +36,11 @@ from sysmcp.engine.hashing._verdicts import (
     check_file,
     look,
 )
-from sysmcp.engine.hashing._verify_ranges import Confine, Tuning, check_ranges, place
+from sysmcp.engine.hashing._verify_ranges import check_ranges, place
+from sysmcp.engine.hashing._verify_request import VerifyRequest
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.paths import PATH_MAX
 from sysmcp.engine.walk import Budget, ScanStopped, SkipCounter, WalkOptions, throttled, walk_files
-
-
-@dataclass(frozen=True)
-class VerifyRequest:
-    """One check: which manifest, against which directory, how, and within what time budget."""
-
-    source: Source
-    base: bytes  # the directory relative names are relative to (absolute, resolved)
-    algorithm: Algorithm | None = None  # None: detected per line; one: other lines improperly formatted
-    report_new: bool = False  # also walk ``base`` for regular files no entry names
-    walk: WalkOptions = field(default_factory=WalkOptions)  # that walk's rules
-    max_listed: int = 50  # names per non-OK list read back for the answer (``Verification.listed``)
-    threads: int = HASH_THREADS  # hashing threads for a short manifest
-    confine: Confine | None = None  # None: no allowed roots to keep names inside
-    timeout_s: float = math.inf
-    tuning: Tuning = field(default_factory=Tuning)  # how a long manifest is checked in ranges
-    clock: Callable[[], float] = time.monotonic  # the time budget's
-    #: Runs last, while ``names()`` can still read the manifest (a full report is written there, in the
-    #: worker: a million names read again would hold the event loop for seconds).
-    before_close: Callable[[Verification], None] | None = None
 
 
 def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verification:

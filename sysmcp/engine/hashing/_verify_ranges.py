@@ -13,10 +13,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import CHUNK, NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._checksums import NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
@@ -42,43 +42,18 @@ from sysmcp.engine.hashing._verdicts import (
     judge_data,
     known_algorithm,
 )
+from sysmcp.engine.hashing._verify_request import Confine, Tuning, VerifyRequest
 from sysmcp.engine.opens import S_IFMT, Parents
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.paths import too_long
 from sysmcp.engine.walk import Budget, ScanStopped, join, throttled
 
-if TYPE_CHECKING:  # its module imports this one
-    from sysmcp.engine.hashing._verify import VerifyRequest
-
-#: Where a confined check looks for a manifest's name: the path inside the allowed roots it resolves
-#: to, or None when it resolves outside them (the entry is UNREADABLE, "outside the allowed roots").
-Confine = Callable[[bytes], "bytes | None"]
-
 MIN_RANGE = 4 << 10  # bytes of manifest per task, at least: a split test of a few hundred lines splits
 MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, and the last task
 # a process claims ends the run at most a few thousand entries after the other's
 LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
-MAX_LISTINGS = 64  # directories a range keeps open at once (descriptors); each is listed once at most
-#: A file whose change or modification time is this close to the start of its range (or later) is
-#: checked by ``check_file``, which compares a look before the open with one after the read. Older
-#: than that, no write can have been under way while it was read: a write sets both times to "now"
-#: (give or take the coarsest timestamps, FAT's 2 s), so the one ``fstat`` after the read suffices.
-SETTLED_NS = 3_000_000_000
-#: Manifest bytes (about 2,000 lines) from which a manifest is checked in ranges (``verify``).
-PARALLEL_FROM = 160 << 10
 PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
 OUTSIDE_ROOTS = "outside the allowed roots"
-
-
-@dataclass(frozen=True, slots=True)
-class Tuning:
-    """The knobs of a check in ranges, each at its constant unless a test sets it."""
-
-    parallel_from: int = PARALLEL_FROM  # manifest bytes from which ranges are used at all
-    processes: int | None = None  # None: as many as this process may use
-    settled_ns: int = SETTLED_NS
-    max_listings: int = MAX_LISTINGS
-    chunk: int = CHUNK  # the buffer: files smaller are read at once
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from sysmcp.engine.hashing import (
     verify,
 )
 from sysmcp.engine.hashing import _treehash as treehash
-from sysmcp.engine.hashing._verify_ranges import Tuning
+from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.parallel import Sharing
 from sysmcp.engine.walk import WalkOptions
 from tests.profile import UNDER_POSIX_PROFILE

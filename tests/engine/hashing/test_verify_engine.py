@@ -31,10 +31,10 @@ from sysmcp.engine.hashing._verify_ranges import (
     Part,
     RangeProgress,
     RangeWork,
-    Tuning,
     check_lines,
     check_plain_block,
 )
+from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import ScanStopped
 from sysmcp.protocol.failures import ToolError
