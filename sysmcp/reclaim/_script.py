@@ -35,7 +35,10 @@ the BSDs opens nothing). ``: >`` and ``cmp`` open the name and
 follow a symlink at its end (to a device whose open acts, a watchdog's; to root's file, whose bytes
 ``cmp`` would tell equal or not), so emptying and comparing a duplicate need the file's own directory
 steady too. Any step refused is skipped, naming the directory, with the advice to run that step as its
-owner or use ``reclaim``. A deleted file held open is emptied through
+owner or use ``reclaim``. What a directory passed is kept for the rest of the script (by its number), as no
+other user can undo it, but for an entry of a sticky directory on its way: that is its owner's only while
+it is there, and anyone may take a name its owner moved away, so that entry's owner, device and inode are
+compared again at each step. A deleted file held open is emptied through
 ``/proc/PID/fd/N``, which its holder may point at any file it can name (an ``O_PATH`` descriptor needs no
 read permission) between the look and the open: the script empties it only when the holder is root or
 the user running the script (every user id in ``/proc/PID/status``; ``/proc/PID`` itself is root's
@@ -65,6 +68,7 @@ if stat -c %i / >/dev/null 2>&1; then STATS=gnu; else STATS=bsd; fi
 DONE=0
 SKIPPED=0
 ME=$(id -u)
+FRESH=' '
 ident() {{
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
 }}
@@ -109,7 +113,8 @@ unmarked() {{
   # $1 and the directory holding it (number $3) marked neither immutable nor append-only, or skip "$2"
   # saying which is. lsattr opens what it looks at, so $1 itself is looked at only where no other user can
   # put another file in its place (a device whose open acts, a watchdog's); elsewhere a marked file fails
-  # rm. The directory is looked at once: one marked later fails rm, which is then skipped.
+  # rm. The directory is looked at once (again when steady finds another under its name): one marked
+  # later fails rm, which is then skipped.
   if [ "$STATS" != gnu ] || steady "$1" "$2" "$3"; then
     if m=$(marked "$1"); then skip "$2" "marked $m (chattr/chflags), so it stays"; return 1; fi
   fi
@@ -128,6 +133,10 @@ unmarked() {{
 perms() {{
   if [ "$STATS" = gnu ]; then stat -c '%u %a' -- "$1"; else stat -f '%u %Mp%Lp' -- "$1"; fi
 }}
+pinned() {{
+  # owner, device and inode of $1 itself (a symlink's own): which entry a name leads to
+  if [ "$STATS" = gnu ]; then stat -c '%u:%d:%i' -- "$1"; else stat -f '%u:%d:%i' -- "$1"; fi
+}}
 steady() {{
   # No user but root and this one can rename or replace a name on the way to $1 while this runs: each
   # directory above it is theirs and writable by no one else, or sticky with the entry below it theirs.
@@ -135,37 +144,64 @@ steady() {{
   # so another user's names in that directory (a group's /var/log, a sticky /tmp) lead it nowhere else.
   # Else it returns 1 with NOTE saying why ("$2": $1 as shown): this script resolves each path again at
   # every step, so a directory swapped for a symlink after its look would lead rm, cmp or : > elsewhere.
-  # What passed is kept by $1's directory's number ($3), and looked at once: no other user can undo it
-  # (only root or a directory's owner changes its mode or owner; a sticky directory's entry stays its
-  # owner's). A sticky directory's entry is looked at for each file: their owners differ.
-  sp=${{1%/*}}; ss=${{2%/*}}
+  # What passed is kept by $1's directory's number ($3): no other user can undo it (only root or a
+  # directory's owner changes its mode, owner or entries where no one else may write), except where a
+  # sticky directory is on the way: its entry is its owner's only while it is there, and once its owner
+  # moves or removes it anyone may take the name. So DF$3 keeps, for each sticky directory on the way,
+  # how far up from $1's directory its entry is and which entry it was (pinned); the first look of each
+  # step (FRESH: the numbers compared since the step began) compares them, one stat each, and if one is
+  # another now, forgets the directory and looks again. A sticky directory's entry that is $1 itself is
+  # looked at for each file: their owners differ.
+  sp=${{1%/*}}; ss=${{2%/*}}; own=
+  eval "c=\${{DF$3-}}"
+  case $FRESH in
+    *" $3 "*) ;;
+    *) if [ -n "$c" ] && ! pins "$sp" "$c"; then unset "DC$3" "DF$3" "DM$3"; c=; fi ;;
+  esac
   if [ "${{4-}}" != loose ]; then
-    eval "c=\${{DC$3-}}"
-    if [ -z "$c" ]; then
+    eval "own=\${{DC$3-}}"
+    if [ -z "$own" ]; then
       held "$sp" "$ss" "$1" || return 1
-      [ "$sl" = 0 ] && eval "DC$3=1"
+      [ "$sl" = 0 ] && own=1
     fi
   fi
-  eval "c=\${{DF$3-}}"
-  [ -n "$c" ] && return 0
-  while [ -n "$sp" ]; do
-    below=$sp; sp=${{sp%/*}}; ss=${{ss%/*}}
-    held "$sp" "$ss" "$below" || return 1
+  if [ -z "$c" ]; then
+    c=1; k=0
+    while [ -n "$sp" ]; do
+      below=$sp; sp=${{sp%/*}}; ss=${{ss%/*}}
+      held "$sp" "$ss" "$below" || return 1
+      [ "$sl" = 0 ] || c="$c $k=$bo"
+      k=$((k + 1))
+    done
+    eval "DF$3=\$c"
+  fi
+  FRESH="$FRESH$3 "
+  [ -z "$own" ] || eval "DC$3=1"
+  return 0
+}}
+pins() {{
+  # Each sticky directory's entry kept in $2 ("k=owner:device:inode", k directories up from $1, after a
+  # leading 1) is still the entry on the way to $1.
+  for e in $2; do
+    [ "$e" = 1 ] && continue
+    b=$1; k=${{e%%=*}}
+    while [ "$k" -gt 0 ]; do b=${{b%/*}}; k=$((k - 1)); done
+    [ "$(pinned "$b" 2>/dev/null)" = "${{e#*=}}" ] || return 1
   done
-  eval "DF$3=1"
   return 0
 }}
 held() {{
   # No user but root and this one can rename or replace the name $3 in the directory $1 ("$2" as shown):
-  # the directory is theirs and writable by no one else (sl=0), or sticky with $3 theirs (sl=1).
+  # the directory is theirs and writable by no one else (sl=0), or sticky with $3 theirs (sl=1, and bo
+  # is $3 pinned).
   pm=$(perms "${{1:-/}}") || {{ NOTE="cannot look at the directory ${{2:-/}}"; return 1; }}
   po=${{pm%% *}}; pm=${{pm#* }}; sl=0
   if [ "$po" = 0 ] || [ "$po" = "$ME" ]; then
     [ $((0$pm & 022)) = 0 ] && return 0
     if [ $((0$pm & 01000)) != 0 ]; then
-      bo=$(perms "$3") || bo=-
-      bo=${{bo%% *}}; sl=1
-      if [ "$bo" = 0 ] || [ "$bo" = "$ME" ]; then return 0; fi
+      bo=$(pinned "$3") || bo=-
+      sl=1
+      case $bo in 0:*|"$ME":*) return 0 ;; esac
     fi
   fi
   NOTE="another user may rename or replace names in ${{2:-/}} (its owner $po, mode $pm) and so swap a directory on its way for a symbolic link while this script runs: run this step as that user, or use reclaim, which acts relative to an open directory"
@@ -175,6 +211,7 @@ avail() {{
   df -Pk -- "$1" 2>/dev/null | awk 'NR == 2 {{ print $4 }}'
 }}
 rmf() {{
+  FRESH=' '
   if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(ident "$1") || {{ skip "$3" "cannot be looked at"; return; }}
@@ -188,6 +225,7 @@ rmf() {{
   fi
 }}
 dupf() {{
+  FRESH=' '
   if ! nolink "$4" || [ ! -f "$4" ]; then skip "$3" "the kept copy is gone, so this may be the last copy"; return; fi
   kept=$(ident "$4") || {{ skip "$3" "the kept copy cannot be looked at"; return; }}
   if [ "$kept" != "$5" ]; then skip "$3" "the kept copy changed since the plan, so this copy stays"; return; fi
@@ -258,6 +296,7 @@ LOGF = r"""owned() {
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%u:%h' -- "$1"; else stat -f '%d:%i:%u:%l' -- "$1"; fi
 }
 logf() {
+  FRESH=' '
   if ! nolink "$1"; then skip "$3" "a symbolic link is on its path now"; return; fi
   if [ ! -f "$1" ]; then skip "$3" "gone, or no longer a regular file"; return; fi
   now=$(owned "$1") || { skip "$3" "cannot be looked at"; return; }
@@ -352,19 +391,24 @@ def render_script(plan: Plan) -> str:
             for entry in item.entries:
                 probes.setdefault(entry.identity.dev, os.path.dirname(entry.path) or b"/")
     quoted = list(enumerate(quote(probe) for probe in probes.values()))
-    directories: dict[bytes, int] = {}
     lines += [f"{setup}B{number}=$(avail {word})" for number, (setup, word) in quoted]
+    directories: dict[bytes, int] = {}
+    steps: list[str] = []
     for item in plan.items:
-        lines += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
+        steps += ["", _comment(f"{item.id}: {item.klass}, {item.bytes} bytes, {item.safety}. {item.cost}.")]
         if item.command:
-            lines.append(_comment(f"the vendor's own way: {item.command}"))
+            steps.append(_comment(f"the vendor's own way: {item.command}"))
         if item.note:
-            lines.append(_comment(item.note))
+            steps.append(_comment(item.note))
         if item.action == "command":
-            lines.append(_comment("nothing for this script to do: run the command above yourself"))
+            steps.append(_comment("nothing for this script to do: run the command above yourself"))
             continue
-        lines += [_step(item, entry, directories) for entry in item.entries]
-    lines += ["", "FREED=0"]
+        steps += [_step(item, entry, directories) for entry in item.entries]
+    if directories:  # what a directory passed is this script's own look, never a variable it inherited
+        lines.append(
+            f'i=0; while [ "$i" -lt {len(directories)} ]; do unset "DC$i" "DF$i" "DM$i"; i=$((i + 1)); done'
+        )
+    lines += [*steps, "", "FREED=0"]
     lines += [
         f"{setup}A=$(avail {word}); FREED=$((FREED + (${{A:-0}} - ${{B{number}:-0}}) * 1024))"
         for number, (setup, word) in quoted

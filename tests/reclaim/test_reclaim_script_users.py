@@ -48,23 +48,26 @@ def base() -> Iterator[Path]:
 def after_stat(base: Path, matching: str, then: str) -> dict[str, str]:
     """An environment whose ``stat`` is the real one, then, the first time its arguments end with
     ``matching``, runs the shell line ``then``."""
-    hooks = base / "hooks"
-    hooks.mkdir()
-    wrapper = hooks / "stat"
-    wrapper.write_text(
-        textwrap.dedent(
-            f"""\
-            #!/bin/sh
-            {shutil.which("stat")} "$@"; r=$?
-            case "$*" in
-              *'{matching}') if mkdir '{hooks}/done' 2>/dev/null; then {then}; fi ;;
-            esac
-            exit $r
-            """
-        )
+    return after_stats(base, (matching, then))
+
+
+def after_stats(base: Path, *hooks: tuple[str, str]) -> dict[str, str]:
+    """``after_stat`` with several hooks, each run once (the first marks ``hooks/done``, the next
+    ``hooks/done1``, and so on)."""
+    directory = base / "hooks"
+    directory.mkdir()
+    cases = "".join(
+        f"  *'{matching}') if mkdir '{directory}/done{number or ''}' 2>/dev/null; then {then}; fi ;;\n"
+        for number, (matching, then) in enumerate(hooks)
     )
+    wrapper = directory / "stat"
+    wrapper.write_text(f'#!/bin/sh\n{shutil.which("stat")} "$@"; r=$?\ncase "$*" in\n{cases}esac\nexit $r\n')
     wrapper.chmod(0o755)
-    return {**os.environ, "PATH": f"{hooks}:{os.environ['PATH']}"}
+    return {**os.environ, "PATH": f"{directory}:{os.environ['PATH']}"}
+
+
+def as_nobody(line: str) -> str:
+    return f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups sh -c '{line}'"
 
 
 def run(script: str, base: Path, env: dict[str, str]) -> str:
@@ -276,3 +279,65 @@ def test_a_deleted_file_held_by_another_users_process_is_not_truncated_through_i
         if holder.stdin is not None:
             holder.stdin.close()
         holder.wait(timeout=30)
+
+
+def test_a_directory_its_owner_moves_out_of_a_sticky_one_is_looked_at_again_when_another_user_takes_its_name(
+    base: Path,
+) -> None:
+    """Root's directory d in a sticky directory (a /tmp) holds two duplicates; the script looked at d for
+    the first and kept d's pass for the second. Then d's owner moved it away (a cleanup, a build done), and
+    nobody took the free name with a directory of theirs holding a hard link of their own copy, so the
+    second duplicate's identity was the planned one; right after that look they swapped their d for a
+    symlink to root's directory, and ``rm`` removed root's file of the same name. A pass through a
+    sticky directory now stands only while the entry below it is the directory looked at."""
+    keep, tmp, roots = base / "keep", base / "tmp", base / "roots"
+    keep.mkdir()
+    tmp.mkdir()
+    tmp.chmod(0o1777)
+    roots.mkdir()
+    (roots / "f2").write_bytes(b"root's own\n")
+    first, second = os.urandom(40_000), os.urandom(30_000)  # the plan lists the larger first
+    (keep / "k1").write_bytes(first)
+    (keep / "k2").write_bytes(second)
+    (tmp / "d").mkdir()
+    (tmp / "d/f1").write_bytes(first)
+    (tmp / "d/f2").write_bytes(second)
+    for path in (keep / "k2", tmp / "d/f2"):
+        os.chown(path, NOBODY, NOBODY)
+    os.utime(keep / "k2", (1e9, 1e9))  # the older copy of nobody's two is the kept one
+    os.utime(keep / "k1", (1e9, 1e9))
+    groups = [[os.fsencode(keep / k), os.fsencode(tmp / "d" / f)] for k, f in (("k1", "f1"), ("k2", "f2"))]
+    plan = build_plan(PlanRequest(layout=layout(base / "none"), duplicates=groups))
+    assert [(e.path, item.keep.path if item.keep else None) for item in plan.items for e in item.entries] == [
+        (os.fsencode(tmp / "d/f1"), os.fsencode(keep / "k1")),
+        (os.fsencode(tmp / "d/f2"), os.fsencode(keep / "k2")),
+    ]
+    moved = f"mv {tmp}/d {tmp}/d.old && " + as_nobody(
+        f"mkdir {tmp}/n && ln {tmp}/d.old/f2 {tmp}/n/f2 && mv {tmp}/n {tmp}/d"
+    )
+    swap = as_nobody(f"mv {tmp}/d {tmp}/d.x && ln -s {roots} {tmp}/d")
+    env = after_stats(base, (f"%d:%i:%s:%Y -- {keep}/k2", moved), (f"%d:%i:%s:%Y -- {tmp}/d/f2", swap))
+    out = run(render_script(plan), base, env)
+    assert (base / "hooks/done").exists() and (roots / "f2").read_bytes() == b"root's own\n", out
+    assert f"removed: {tmp}/d/f1" in out, out
+    assert f"skipped: {tmp}/d/f2: another user may rename or replace names in {tmp}/d " in out, out
+
+
+def test_what_the_script_keeps_of_its_looks_is_never_taken_from_its_environment(base: Path) -> None:
+    """The script keeps each directory's pass in a variable named by the directory's number, and took
+    one it found set in its environment (``DF0=1``, an ``env_keep``, a leftover export) for a pass of
+    its own: nobody's /var was not looked at, and a symlink nobody put in place of /var/log after the
+    look led ``rm`` to root's file. Those variables are now unset before the first step."""
+    logs = base / "var/log"
+    write(logs / "old.1", 10_000)
+    for path in (base / "var", logs, logs / "old.1"):
+        os.chown(path, NOBODY, NOBODY)
+    roots = base / "roots"
+    roots.mkdir()
+    (roots / "old.1").write_bytes(b"root's own\n")
+    plan = build_plan(PlanRequest(layout=layout(base), classes=("rotated_log",)))
+    swap = as_nobody(f"mv {logs} {logs}.gone && ln -s {roots} {logs}")
+    env = after_stat(base, f"%d:%i:%s:%Y -- {logs}/old.1", swap)
+    out = run(render_script(plan), base, {**env, "DF0": "1", "DC0": "1", "DM0": "-"})
+    assert (roots / "old.1").read_bytes() == b"root's own\n", out
+    assert f"skipped: {logs}/old.1: another user may rename or replace names in {base / 'var'} " in out, out
