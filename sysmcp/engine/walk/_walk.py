@@ -245,6 +245,7 @@ class Scanner:
             skipped.unlistable(exc, frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
+        denied = False  # an entry could not be looked at for want of search permission on the directory
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
             # Checkpoints fall between chunks of ``check_every`` names, not on a count kept per entry:
@@ -268,7 +269,7 @@ class Scanner:
                     try:
                         st = lstat(name, dir_fd=fd, follow_symlinks=False)
                     except OSError as exc:
-                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        denied = self._not_looked_at(exc, frame, denied)
                         continue
                     if match is not None and (match(name) or match(prefix + name)):
                         skipped.add("excluded")
@@ -343,6 +344,7 @@ class Scanner:
             skipped.unlistable(exc, frame.relative)
             return listing
         lstat = os.stat
+        denied = False  # as in _read
         check_every = self._config.check_every
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
@@ -371,7 +373,7 @@ class Scanner:
                             continue
                         st = lstat(name, dir_fd=fd, follow_symlinks=False)
                     except OSError as exc:
-                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        denied = self._not_looked_at(exc, frame, denied)
                         continue
                     kind = st.st_mode & S_IFMT
                     if kind == S_IFDIR:
@@ -388,6 +390,20 @@ class Scanner:
         self.entries += count
         frame.files += nfiles
         return listing
+
+    def _not_looked_at(self, exc: OSError, frame: Frame, denied: bool) -> bool:
+        """Count an entry of a listed directory that could not be ``lstat``-ed; returns ``denied``.
+
+        Permission denied there means the directory may be read but not searched (mode r without x):
+        that directory is one unreadable directory, counted and named once, however many entries it
+        holds, as a directory that cannot be opened is. Gone: vanished; any other error: unreadable.
+        """
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            if not denied:
+                self.skipped.unreadable(frame.relative)
+            return True
+        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+        return denied
 
     def _prune(
         self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
