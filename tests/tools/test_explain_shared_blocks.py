@@ -24,7 +24,10 @@ mnt = work / "mnt"
 loop_mount(work / "fs.img", mnt, 512 << 20, [f"mkfs.{kind}", "-q", "-f"])
 write(mnt / "original", 24 << 20)
 for copy in ("copy1", "copy2"):
-    subprocess.run(["cp", "--reflink=always", str(mnt / "original"), str(mnt / copy)], check=True)
+    done = subprocess.run(["cp", "--reflink=always", str(mnt / "original"), str(mnt / copy)], capture_output=True)
+    if done.returncode != 0:  # an xfs made without reflink (old xfsprogs)
+        print(json.dumps({"skip": f"no reflinks on this {kind}: {done.stderr.decode().strip()}"}))
+        sys.exit(0)
 subprocess.run(["sync"], check=True)
 print(json.dumps(anyio.run(explain, str(mnt))))
 """
@@ -37,6 +40,8 @@ def test_files_sharing_blocks_are_said_to_add_up_to_more_than_used_not_called_ze
     kind: str,
 ) -> None:
     answer: Any = in_private_namespace(["-c", _CHILD, kind], f"sysmcp-shared-{kind}-", timeout=300)
+    if "skip" in answer:
+        pytest.skip(answer["skip"])
     text, part = answer["text"], answer["structured"]["explain"]
     assert part["files"]["bytes"] >= 3 * 24 * MiB  # every copy counted in full, as du -x counts them
     over = -part["remainder"]["bytes"]
