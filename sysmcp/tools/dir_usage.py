@@ -131,7 +131,7 @@ class DirUsage:
     sort_by: Literal["disk", "apparent"] = prop()
     totals: Totals = prop()
     skipped: dict[str, int] = prop(
-        "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+        "Entries left out, by reason: unreadable, other_filesystem, btrfs_subvolume, pseudo_filesystem, "
         "excluded, special_file, vanished, directory_loop (a bind mount of a directory above it)."
     )
     largest_files: list[LargeFile] = prop()

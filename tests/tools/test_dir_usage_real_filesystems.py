@@ -74,7 +74,39 @@ def test_totals_equal_du_and_find_on_a_real_filesystem_with_what_real_systems_ha
     assert totals["sparse_bytes"] >= 60 << 20
     assert totals["preallocated_bytes"] >= 5 << 20
     skipped = answer["skipped"]
-    assert skipped["other_filesystem"] == (
-        3 if kind == "btrfs" else 1
-    )  # the tmpfs; the subvolume, the snapshot
+    assert skipped["other_filesystem"] == 1  # the tmpfs
+    assert skipped.get("btrfs_subvolume", 0) == (2 if kind == "btrfs" else 0)  # the subvolume, its snapshot
     assert skipped["special_file"] == 1
+
+
+_SUBVOLUMES = r"""
+import json, subprocess, sys
+from pathlib import Path
+import anyio
+from tests.harness import call_tool
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+mnt = work / "mnt"
+loop_mount(work / "fs.img", mnt, 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+(mnt / "top" / "snapshots").mkdir(parents=True)
+subprocess.run(["btrfs", "subvolume", "create", str(mnt / "top" / "home")], check=True, capture_output=True)
+(mnt / "top" / "home" / "data").write_bytes(b"d" * (1 << 20))
+for n in (1, 2):
+    subprocess.run(
+        ["btrfs", "subvolume", "snapshot", "-r", str(mnt / "top" / "home"), str(mnt / "top" / "snapshots" / str(n))],
+        check=True, capture_output=True,
+    )
+(mnt / "top" / "tm").mkdir()
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(mnt / "top" / "tm")], check=True)
+output = anyio.run(lambda: call_tool("dir_usage", path=str(mnt / "top")))
+print(json.dumps({"skipped": output.structured["skipped"], "text": output.text}))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_btrfs_subvolumes_and_snapshots_below_the_path_are_named_as_such_not_as_other_filesystems() -> None:
+    """A snapshot below the path holds space on this very filesystem: calling it one of "3 other
+    filesystems" (beside a real tmpfs mount) sent the reader to df for space dir_usage left out."""
+    answer: Any = in_private_namespace(["-c", _SUBVOLUMES], "sysmcp-subvolumes-", timeout=300)
+    assert answer["skipped"] == {"btrfs_subvolume": 3, "other_filesystem": 1}, answer["text"]
+    assert "Skipped: 3 btrfs subvolumes, 1 other filesystem" in answer["text"]
