@@ -107,8 +107,9 @@ class Usage:
     matching: tuple[int, int, int] | None = None  # (files, apparent, disk) matching the time filter
     extensions: list[tuple[str, int, int, int]] = field(default_factory=list)  # (ext, files, apparent, disk)
     root_dev: int | None = None  # st_dev of the root directory (None if it could not be opened)
-    # Counted files with other (hard-linked) names, sparse holes' bytes, dot files, dot files' bytes
-    notes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # Counted files with other (hard-linked) names, sparse holes' bytes, dot files, dot files' bytes,
+    # bytes allocated past files' ends (Selection.past_end)
+    notes: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
     # With UsageRequest.record_floor: (relative, disk, apparent, files, newest file mtime or 0.0) of every
     # directory at any depth at least that big or named in record_also, for the history
     # (sysmcp.history.snapshots); ``totals.newest`` is then the whole tree's.
@@ -136,6 +137,15 @@ class UsageRequest:
     options: WalkOptions = field(default_factory=WalkOptions)
 
 
+def past_end(st: os.stat_result) -> int:
+    """Bytes allocated past a file's end: its blocks beyond its size rounded up to whole blocks
+    (``st_blksize``). Preallocated space: ``fallocate --keep-size``, or what XFS allocates ahead of a
+    file that grows (speculative preallocation, given back some time after the file is closed).
+    ``du -B1`` counts them; no apparent size shows them."""
+    block = st.st_blksize or 512
+    return max(st.st_blocks * 512 - -(-st.st_size // block) * block, 0)
+
+
 def extension_of(name: str) -> str:
     """'app.LOG' → '.log', 'a.tar.gz' → '.gz'; dot files and names without a dot → '(none)'."""
     stem, dot, ext = name.rpartition(".")
@@ -155,25 +165,29 @@ class Selection:
         self.types = request.extensions
         self.files = self.apparent = self.disk = 0
         # What the totals leave to be inferred, over every file counted, matching or not (Usage.notes).
-        self.notes = [0, 0, 0, 0]
+        self.notes = [0, 0, 0, 0, 0]
         self.extensions: dict[str, list[int]] = {}  # extension → [files, apparent, disk]
-        # In a child: (dev, ino) → (extension, matched) of multiply-linked files, so one another
-        # process counted too can be taken out again (see _merge_child).
-        self.linked: dict[tuple[int, int], tuple[str, bool]] | None = None
+        # In a child: (dev, ino) → (extension, matched, bytes past its end) of multiply-linked files,
+        # so one another process counted too can be taken out again (see _merge_child).
+        self.linked: dict[tuple[int, int], tuple[str, bool, int]] | None = None
 
     def __call__(self, name: str, st: os.stat_result) -> bool:
         size, disk = st.st_size, st.st_blocks * 512
-        if st.st_nlink > 1 or disk < size or name[0] == ".":  # rare: one test for the common file
+        past = 0
+        # Rare: one test for the common file (whose blocks reach at most one block past its size).
+        if st.st_nlink > 1 or disk < size or disk - size >= st.st_blksize or name[0] == ".":
             notes, dot = self.notes, name[0] == "."
+            past = past_end(st)
             notes[0] += st.st_nlink > 1
             notes[1] += max(size - disk, 0)
             notes[2] += dot
             notes[3] += size if dot else 0
+            notes[4] += past
         mtime = st.st_mtime
         matched = (self.newer is None or mtime >= self.newer) and (self.older is None or mtime < self.older)
         ext = extension_of(name) if self.types else ""
         if self.linked is not None and st.st_nlink > 1:
-            self.linked[(st.st_dev, st.st_ino)] = (ext, matched)
+            self.linked[(st.st_dev, st.st_ino)] = (ext, matched, past)
         if not matched:
             return False
         self.files += 1
@@ -501,7 +515,8 @@ def scan_usage(
             key=lambda row: (-(row[3] if request.by_disk else row[2]), -row[1], row[0]),
         )
     usage.directories = _ranked([DirectoryRow(*row) for row in tally.top_dirs.largest()], request)
-    usage.notes = (selection.notes[0], selection.notes[1], selection.notes[2], selection.notes[3])
+    notes = selection.notes
+    usage.notes = (notes[0], notes[1], notes[2], notes[3], notes[4])
     usage.stopped = stopped
     usage.elapsed = clock() - started
     if tally.record is not None:
@@ -618,11 +633,12 @@ def _merge_child(
             seen.add((dev, ino))
             continue
         dropped.add((dev, ino))
-        ext, matched = chosen["linked"].get((dev, ino), ("", True))
+        ext, matched, past = chosen["linked"].get((dev, ino), ("", True, 0))
         disk, nfiles = blocks * 512, 1 if regular else 0
         if regular and (dev, ino) in chosen["linked"]:  # one inode counted by two processes: once
             chosen["notes"][0] -= 1
             chosen["notes"][1] -= max(size - disk, 0)
+            chosen["notes"][4] -= past
             if matched:  # counted by the child's selection
                 chosen["files"] -= 1
                 chosen["apparent"] -= size

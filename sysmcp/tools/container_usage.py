@@ -491,7 +491,9 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
     parts += f", and {plural(more, 'more directory', 'more directories')}" if more else ""
     if re.parts:
         lines.append(f"  by directory: {parts}")
-    mounts = re.skipped.get("other_filesystem", 0) + re.skipped.get("pseudo_filesystem", 0)
+    mounts = sum(
+        re.skipped.get(reason, 0) for reason in ("other_filesystem", "btrfs_subvolume", "pseudo_filesystem")
+    )
     if mounts:
         lines.append(
             f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "

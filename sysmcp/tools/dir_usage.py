@@ -87,6 +87,10 @@ class Totals(Open):
     sparse_bytes: int = prop("Apparent bytes of sparse files' holes (no blocks on disk).")
     hidden_files: int = prop("Files counted whose name starts with a dot.")
     hidden_bytes: int = prop("Their apparent bytes.")
+    preallocated_bytes: Opt[int] = prop(  # absent from the answers of hosts older than it
+        "Bytes allocated past files' ends (fallocate --keep-size, XFS preallocation): on disk, not apparent.",
+        default=ABSENT,
+    )
     matching: Opt[WindowTotals] = prop(
         "With modified_within or modified_before: the files that match.", default=ABSENT
     )
@@ -126,7 +130,7 @@ class DirUsage:
     sort_by: Literal["disk", "apparent"] = prop()
     totals: Totals = prop()
     skipped: dict[str, int] = prop(
-        "Entries left out, by reason: unreadable, other_filesystem, pseudo_filesystem, "
+        "Entries left out, by reason: unreadable, other_filesystem, btrfs_subvolume, pseudo_filesystem, "
         "excluded, special_file, vanished, directory_loop (a bind mount of a directory above it)."
     )
     largest_files: list[LargeFile] = prop()
@@ -336,6 +340,10 @@ def _inside_the_totals(totals: Totals) -> str:
         )
     if totals.sparse_bytes:
         parts.append(f"{human_bytes(totals.sparse_bytes)} of holes in sparse files (apparent, not on disk)")
+    if isinstance(totals.preallocated_bytes, int) and totals.preallocated_bytes:
+        parts.append(
+            f"{human_bytes(totals.preallocated_bytes)} allocated past files' ends (preallocated: on disk, not apparent)"
+        )
     if totals.hidden_files:
         parts.append(
             f"{plural(totals.hidden_files, 'hidden (dot) file')} ({human_bytes(totals.hidden_bytes)} apparent)"

@@ -325,6 +325,15 @@ def _snap_noun(snaps: Snapshots) -> str:
     return f"{len(snaps.items):,} {noun(len(snaps.items), 'snapshot')} and subvolumes"
 
 
+def _shared_step(fs_type: str) -> str:
+    """What shows which files share blocks, when the parts add up to more than used."""
+    where = {
+        "btrfs": "btrfs filesystem du -s DIR shows the shared and exclusive bytes below a directory",
+        "xfs": "xfs_io -r -c 'fiemap -v' FILE marks a file's shared (reflinked) extents with flag 0x2000",
+    }.get(fs_type, "dir_usage shows which files the walk counted")
+    return f"nothing to free: blocks shared between files are used once; {where}"
+
+
 def _percent(part: int, whole: int) -> float:
     return round(100 * part / whole, 2) if whole else 0.0
 
@@ -368,7 +377,13 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         "not walked" if walked.stopped else "unexplained"
     )
     percent = _percent(bound, used)
-    summary.append(f"{human_bytes(bound)} ({percent} %) {label}")
+    over = -rest if rest < 0 and not walked.stopped else 0  # the parts overlap: blocks counted twice
+    if over:
+        summary.append(
+            f"and the parts add up to {human_bytes(over)} ({_percent(over, used)} %) more than used"
+        )
+    else:
+        summary.append(f"{human_bytes(bound)} ({percent} %) {label}")
     lines = []
     if walked.stopped:
         lines.append(
@@ -437,7 +452,9 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     )
     lines.append(f"6. Filesystem overhead (journal, metadata, inode tables): {own}{reserved}.")
     rest_step = (
-        f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
+        _shared_step(acc.mount.fs_type)
+        if over
+        else f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
         if walked.stopped
         else "none within your roots: the rest of the filesystem lies outside them, neither walked nor counted"
         if confined
@@ -445,7 +462,17 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         if percent <= 2
         else "look at the parts not checked above (root, quotas), then du -x against dir_usage"
     )
-    lines.append(f"7. {label.capitalize()}: {human_bytes(bound)} ({percent} % of used). Next: {rest_step}.")
+    if over:
+        lines.append(
+            f"7. Counted more than once: {human_bytes(over)} ({_percent(over, used)} % of used): a walk counts "
+            "every file's blocks in full, as du does, so files that share blocks (reflinked or deduplicated "
+            "copies) or that the filesystem compresses count for more than they use, and so do files "
+            f"written while the walk ran. Next: {rest_step}."
+        )
+    else:
+        lines.append(
+            f"7. {label.capitalize()}: {human_bytes(bound)} ({percent} % of used). Next: {rest_step}."
+        )
     cow = acc.cow
     kept = [  # snaps.items are cow.items, in the same order, when there is a reading
         {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}

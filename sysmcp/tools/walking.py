@@ -104,7 +104,9 @@ def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
 
 
 #: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').
-SKIP_NOUNS = frozenset({"other_filesystem", "pseudo_filesystem", "special_file", "symlink", "directory_loop"})
+SKIP_NOUNS = frozenset(
+    {"other_filesystem", "btrfs_subvolume", "pseudo_filesystem", "special_file", "symlink", "directory_loop"}
+)
 
 
 def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str = "") -> str:

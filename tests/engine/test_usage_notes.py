@@ -1,12 +1,16 @@
 """dir_usage states what its totals leave to be inferred: files with other hard-linked names, the holes
-of sparse files and hidden (dot) files, counted once per inode however many processes walked."""
+of sparse files, blocks allocated past files' ends (preallocated) and hidden (dot) files, counted once
+per inode however many processes walked."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA, handle
@@ -58,3 +62,45 @@ def test_an_inode_walked_by_several_processes_is_one_hard_linked_file(tmp_path: 
     usage, _ = shared_scan(tmp_path)
     assert usage.processes > 1
     assert usage.notes[0] == 20  # the 20 shared inodes, each with 13 names
+
+
+def keep_size_preallocate(path: Path, length: int) -> None:
+    """``length`` bytes allocated to ``path`` from offset 0 without changing its size (fallocate -n)."""
+    if shutil.which("fallocate") is None:
+        pytest.skip("needs fallocate(1) from util-linux")
+    done = subprocess.run(["fallocate", "-n", "-l", str(length), str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"this filesystem does not preallocate: {done.stderr.decode().strip()}")
+
+
+def test_blocks_allocated_past_files_ends_are_stated_as_preallocated(tmp_path: Path) -> None:
+    """``fallocate --keep-size`` (and XFS's speculative preallocation while a file grows) gives a file
+    blocks past its end: on disk, not apparent. The totals count them, as du -B1 does; the answer says
+    so, as it says the holes of sparse files, instead of leaving "8.0 MiB (apparent 0 B)" unexplained."""
+    (tmp_path / "log").write_bytes(b"l" * 10_000)
+    keep_size_preallocate(tmp_path / "log", 4 << 20)
+    (tmp_path / "reserved").touch()
+    keep_size_preallocate(tmp_path / "reserved", 8 << 20)
+    (tmp_path / "plain").write_bytes(b"p" * 5000)  # its last block's slack is not past its end
+    past = sum(
+        st.st_blocks * 512 - -(-st.st_size // st.st_blksize) * st.st_blksize
+        for st in (os.stat(tmp_path / name) for name in ("log", "reserved"))
+    )
+    assert past >= (12 << 20) - (16 << 10)
+    text, structured = dir_usage(tmp_path)
+    totals = structured["totals"]
+    assert isinstance(totals, dict)
+    assert totals["preallocated_bytes"] == past
+    (line,) = [line for line in text.splitlines() if line.startswith("Within these totals:")]
+    assert "allocated past files' ends (preallocated: on disk, not apparent)" in line, line
+
+
+@needs_fork
+def test_a_preallocated_inode_walked_by_several_processes_is_counted_once(tmp_path: Path) -> None:
+    build_linked_tree(tmp_path)
+    keep_size_preallocate(tmp_path / "shared" / "s0", 1 << 20)  # its 13 names lie in every process's part
+    st = os.stat(tmp_path / "shared" / "s0")
+    past = st.st_blocks * 512 - -(-st.st_size // st.st_blksize) * st.st_blksize
+    usage, _ = shared_scan(tmp_path)
+    assert usage.processes > 1
+    assert usage.notes[4] == past

@@ -50,6 +50,8 @@ from sysmcp.engine.walk._types import (
 
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
+# The inode number of every btrfs subvolume's (and snapshot's) root directory (BTRFS_FIRST_FREE_OBJECTID).
+BTRFS_SUBVOLUME_ROOT = 256
 
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
@@ -129,6 +131,7 @@ class Scanner:
         self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
+        self._on_btrfs: bool | None = None  # whether the root lies on btrfs (asked at the first new device)
         self._mount_points: dict[str, dict[str, str]] = {}
         self._mounts = mounts  # the mount table (None: read /proc/self/mountinfo when the walk starts)
         self._stop: ScanStopped | None = None
@@ -245,6 +248,7 @@ class Scanner:
             skipped.unlistable(exc, frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
+        denied = False  # an entry could not be looked at for want of search permission on the directory
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
             # Checkpoints fall between chunks of ``check_every`` names, not on a count kept per entry:
@@ -268,7 +272,7 @@ class Scanner:
                     try:
                         st = lstat(name, dir_fd=fd, follow_symlinks=False)
                     except OSError as exc:
-                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        denied = self._not_looked_at(exc, frame, denied)
                         continue
                     if match is not None and (match(name) or match(prefix + name)):
                         skipped.add("excluded")
@@ -343,6 +347,7 @@ class Scanner:
             skipped.unlistable(exc, frame.relative)
             return listing
         lstat = os.stat
+        denied = False  # as in _read
         check_every = self._config.check_every
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
         try:
@@ -371,7 +376,7 @@ class Scanner:
                             continue
                         st = lstat(name, dir_fd=fd, follow_symlinks=False)
                     except OSError as exc:
-                        skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                        denied = self._not_looked_at(exc, frame, denied)
                         continue
                     kind = st.st_mode & S_IFMT
                     if kind == S_IFDIR:
@@ -388,6 +393,20 @@ class Scanner:
         self.entries += count
         frame.files += nfiles
         return listing
+
+    def _not_looked_at(self, exc: OSError, frame: Frame, denied: bool) -> bool:
+        """Count an entry of a listed directory that could not be ``lstat``-ed; returns ``denied``.
+
+        Permission denied there means the directory may be read but not searched (mode r without x):
+        that directory is one unreadable directory, counted and named once, however many entries it
+        holds, as a directory that cannot be opened is. Gone: vanished; any other error: unreadable.
+        """
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            if not denied:
+                self.skipped.unreadable(frame.relative)
+            return True
+        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+        return denied
 
     def _prune(
         self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
@@ -417,9 +436,24 @@ class Scanner:
             self.skipped.add("pseudo_filesystem")
             return False
         if self.options.one_file_system:
-            self.skipped.add("other_filesystem")
+            subvolume = st.st_ino == BTRFS_SUBVOLUME_ROOT and self._root_on_btrfs()
+            self.skipped.add("btrfs_subvolume" if subvolume else "other_filesystem")
             return False
         return True
+
+    def _root_on_btrfs(self) -> bool:
+        """Whether the walk's root lies on btrfs, by the deepest mount point above it in the table.
+
+        Why: a directory on another device that no mount put there (mount points are skipped by name
+        before this) is, on btrfs, a subvolume or a snapshot: space on this very filesystem, which
+        ``du -x`` leaves out too, and which the answer names as such, not as another filesystem."""
+        if self._on_btrfs is None:
+            table = self._mounts if self._mounts is not None else mount_table()
+            root = self.root.rstrip(b"/") + b"/"
+            holding = [m for m in table if root.startswith(m.point.rstrip(b"/") + b"/")]
+            deepest = max(holding, key=lambda m: len(m.point), default=None)
+            self._on_btrfs = deepest is not None and deepest.fstype == "btrfs"
+        return self._on_btrfs
 
     def _enter(self, parent: Frame, name: str, st: os.stat_result) -> Frame | None:
         """Open a subdirectory relative to its parent, or count why not (None)."""
@@ -677,6 +711,7 @@ class Scanner:
         scanner._mounts = self._mounts
         scanner._mount_points = self._mount_points
         scanner._pseudo = self._pseudo
+        scanner._on_btrfs = self._on_btrfs
         scanner.linked = linked
         return scanner
 

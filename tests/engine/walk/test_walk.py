@@ -364,6 +364,33 @@ def test_unreadable_directories_are_skipped_counted_and_sized_like_du(world_read
     assert apparent == int(du_out.split()[0])
 
 
+@pytest.mark.parametrize("typed", [False, True], ids=["lstat", "by-type"])
+def test_a_listable_directory_without_search_permission_is_one_unreadable_directory_named(
+    world_readable_tmp: Path, typed: bool
+) -> None:
+    """Mode 0644 on a directory: its names can be listed, none of its entries looked at (du: "cannot
+    access" per entry). It is one unreadable directory, named, not one unnamed "unreadable" per entry
+    (which made the answer say "and 4 more" unreadable directories that do not exist)."""
+    root = world_readable_tmp
+    (root / "nosearch" / "sub").mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (root / "nosearch" / name).write_bytes(b"x" * 10)
+    (root / "nosearch").chmod(0o644)
+
+    def work() -> object:
+        total, skipped = scan_totals(root, config=ScanConfig(regular_by_type=typed))
+        du_run = subprocess.run(["du", "-sxb", str(root)], capture_output=True, check=False)
+        return [total.apparent, skipped.as_dict(), skipped.named, du_run.stdout.decode()]
+
+    result = run_unprivileged(work) if os.geteuid() == 0 else work()
+    assert isinstance(result, list)
+    apparent, skipped, named, du_out = result
+    assert skipped == {"unreadable": 1}
+    assert named == ["nosearch"]
+    if not typed:  # by type, regular files' sizes are not in the totals (hash_tree opens them)
+        assert apparent == int(du_out.split()[0])
+
+
 def test_other_filesystems_are_not_entered_by_default(tmp_path: Path) -> None:
     mount_point = tmp_path / "mnt"
     mount_point.mkdir()
