@@ -881,21 +881,22 @@ def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str
     """The options given to ``sysmcp call`` (before or after ``call``), for the server it spawns: the
     inventory as ``inventory`` (``_handed_inventory``) and not as given; history as asked, for that
     server is the process that records (``--state-dir`` absolute: it may not share this process's
-    working directory)."""
-    given = ["--log-level", args.log_level, *[arg for root in roots for arg in ("--root", root)]]
+    working directory). Each value is joined to its option (``--root=-data``): one that begins with a
+    dash, given as the next argument, would be read by the server's parser as an option of its own."""
+    given = [f"--log-level={args.log_level}", *[f"--root={root}" for root in roots]]
     if args.allow_reclaim:
         given.append("--allow-reclaim")
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
-        given += ["--host", host]
+        given.append(f"--host={host}")
     for flags, *_ in FLEET_OPTIONS:
         value = getattr(args, fleet_dest(flags), None)
         if value is not None and flags[0] not in ("--inventory", "--inventory-command"):
-            given += [flags[0], str(value)]
+            given.append(f"{flags[0]}={value}")
     given += inventory
     if args.no_history:
         given.append("--no-history")
     elif args.state_dir:
-        given += ["--state-dir", os.path.abspath(args.state_dir)]
+        given.append(f"--state-dir={os.path.abspath(args.state_dir)}")
     return given
 
 
