@@ -397,6 +397,23 @@ def test_a_root_that_does_not_exist_is_a_usage_error_of_call(tmp_path: Path) -> 
     assert done.returncode == 2 and "--root must name existing directories" in done.stderr
 
 
+def test_a_root_whose_name_starts_with_a_dash_reaches_the_server_as_the_root_it_is(tmp_path: Path) -> None:
+    """``--root=-data``, a directory of that name where call runs: call found it there, then handed it to
+    its server as ``--root -data``, which the server's parser read as an option with no value ("argument
+    --root: expected one argument"): the call "stopped before answering (exit 2)"."""
+    (tmp_path / "-data").mkdir()
+    done = subprocess.run(
+        [*SYSMCP, "call", "--no-history", "--root=-data", "disk_usage", f"path={tmp_path / '-data'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{tmp_path / '-data'} is on ")
+
+
 def test_a_server_that_stops_before_answering_shows_its_words_and_passes_its_status_on(
     capfd: pytest.CaptureFixture[str],
 ) -> None:

@@ -650,3 +650,40 @@ def test_what_changed_stopped_while_comparing_exits_3_and_says_why_on_stderr(
     }
     assert _report("what_changed", reply, CallOptions()) == 3
     assert capsys.readouterr().err == f"sysmcp call: PARTIAL RESULT ({why}): exit 3\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (  # comparing ran out of time: its reason's words, not the choice beside them
+            {
+                "complete": False,
+                "comparable": False,
+                "reason": "comparing the two snapshots stopped early (its time budget ran out) after 12,288 "
+                "directories in name order: what changed is not known",
+                "stopped_reason": "time_budget",
+            },
+            "comparing the two snapshots stopped early (its time budget ran out) after 12,288 directories "
+            "in name order: what changed is not known",
+        ),
+        (  # no reason (nothing to compare with): the choice said in words
+            {"complete": False, "comparable": False, "reason": None, "stopped_reason": "scan_stopped"},
+            "the scan made now stopped at its time budget",
+        ),
+        (
+            {"complete": False, "comparable": False, "reason": None, "stopped_reason": "snapshot_pruned"},
+            "a prune deleted a snapshot as it was compared",
+        ),
+    ],
+)
+def test_what_changed_cut_short_says_why_in_words_beside_its_stopped_reason(
+    capsys: pytest.CaptureFixture[str], data: dict[str, object], said: str
+) -> None:
+    """what_changed's ``stopped_reason`` is a choice (time_budget, scan_stopped, snapshot_pruned), not
+    words as the other tools' are: taken first, the line on stderr read 'PARTIAL RESULT (time_budget)'
+    where it gave the reason's words."""
+    from sysmcp.cli.call import CallOptions, _report
+
+    reply = {"result": {"content": [{"type": "text", "text": "PARTIAL RESULT"}], "structuredContent": data}}
+    assert _report("what_changed", reply, CallOptions()) == 3
+    assert capsys.readouterr().err == f"sysmcp call: PARTIAL RESULT ({said}): exit 3\n"

@@ -130,22 +130,28 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
     return EXIT_PARTIAL if partial else EXIT_OK
 
 
+#: what_changed's ``stopped_reason`` is a choice, not words as the other tools' are: said in words here.
+STOPPED_WORDS = {
+    "time_budget": "comparing the two snapshots ran out of time",
+    "scan_stopped": "the scan made now stopped at its time budget",
+    "snapshot_pruned": "a prune deleted a snapshot as it was compared",
+}
+
+
 def partial_reason(result: dict[str, Any]) -> str:
-    """Why a partial result stopped, for the one line on stderr: its ``stopped_reason``, or for a
-    tool without one (``what_changed``) the ``reason`` of an answer that is not complete."""
+    """Why a partial result stopped, for the one line on stderr: the ``reason`` of an answer that is not
+    complete (``what_changed``'s words), else its ``stopped_reason`` (``STOPPED_WORDS`` for a choice)."""
     data = result.get("structuredContent")
     reasons = []
     if isinstance(data, dict):
         entries = [e.get("result") for e in data.get("hosts", []) if isinstance(e, dict)] or [data]
-        reasons = [
-            str(e.get("stopped_reason") or e["reason"])
-            for e in entries
-            if isinstance(e, dict)
-            and (
-                e.get("stopped_reason")
-                or (e.get("complete") is False and isinstance(e.get("reason"), str) and e["reason"])
-            )
-        ]
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            words = entry.get("reason") if entry.get("complete") is False else None
+            why = words if isinstance(words, str) and words else entry.get("stopped_reason")
+            if why:
+                reasons.append(STOPPED_WORDS.get(str(why), str(why)))
     return "; ".join(dict.fromkeys(reasons)) or "stopped early"
 
 
@@ -881,21 +887,22 @@ def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str
     """The options given to ``sysmcp call`` (before or after ``call``), for the server it spawns: the
     inventory as ``inventory`` (``_handed_inventory``) and not as given; history as asked, for that
     server is the process that records (``--state-dir`` absolute: it may not share this process's
-    working directory)."""
-    given = ["--log-level", args.log_level, *[arg for root in roots for arg in ("--root", root)]]
+    working directory). Each value is joined to its option (``--root=-data``): one that begins with a
+    dash, given as the next argument, would be read by the server's parser as an option of its own."""
+    given = [f"--log-level={args.log_level}", *[f"--root={root}" for root in roots]]
     if args.allow_reclaim:
         given.append("--allow-reclaim")
     for host in [*(getattr(args, "host", None) or []), *getattr(args, "more_hosts", [])]:
-        given += ["--host", host]
+        given.append(f"--host={host}")
     for flags, *_ in FLEET_OPTIONS:
         value = getattr(args, fleet_dest(flags), None)
         if value is not None and flags[0] not in ("--inventory", "--inventory-command"):
-            given += [flags[0], str(value)]
+            given.append(f"{flags[0]}={value}")
     given += inventory
     if args.no_history:
         given.append("--no-history")
     elif args.state_dir:
-        given += ["--state-dir", os.path.abspath(args.state_dir)]
+        given.append(f"--state-dir={os.path.abspath(args.state_dir)}")
     return given
 
 

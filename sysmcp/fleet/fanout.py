@@ -268,9 +268,9 @@ class Fleet:
         )
         text = links.to_gateway(name, text)  # an error's words too: no host points at another's results
         if reply.get("isError"):
-            return outcome(
-                "tool_error", text=text, reason=bounded(text or "the remote tool reported an error")
-            )
+            # Its words are its reason, one bounded line, all a merge shows of an error: its whole text
+            # is not kept for the merge, where the memory budget charges only the answers that are ok.
+            return outcome("tool_error", reason=bounded(text or "the remote tool reported an error"))
         structured = reply.get("structuredContent")
         result = links.to_gateway(name, structured) if isinstance(structured, dict) else None
         return outcome("ok", answer.size, result=result, text=text)

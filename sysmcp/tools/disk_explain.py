@@ -423,6 +423,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         "btrfs subvolumes": "btrfs subvolume list / btrfs qgroup show; deleting a snapshot frees its exclusive bytes",
         "zfs snapshots": "zfs list -t snapshot -o name,used; zfs destroy frees a snapshot's used bytes",
         "lvm thin snapshots": "lvs; lvremove a thin snapshot frees pool space",
+        "lvm snapshots": "lvs -o lv_name,origin,lv_size,data_percent; lvremove a snapshot frees its space in the volume group",
         "apfs local snapshots": "tmutil listlocalsnapshots /; tmutil thinlocalsnapshots / frees them",
     }.get(snaps.kind, "")
     note = f" ({snaps.note})" if snaps.note else ""

@@ -53,8 +53,8 @@ _LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 @dataclass(frozen=True, slots=True)
 class HostOutcome:
-    """What one host said: ``result`` (its structured content) and ``text`` when it answered, else the
-    status and a one-line ``reason``."""
+    """What one host said: ``result`` (its structured content) and ``text`` when it answered ok, else the
+    status and a one-line ``reason`` (a tool error's words too)."""
 
     host: str
     status: str

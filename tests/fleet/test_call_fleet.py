@@ -64,15 +64,12 @@ def test_every_fleet_option_is_forwarded_from_either_side_of_call() -> None:
         "/tmp/sysmcp-call-x/inventory",
     ]  # what call read of hosts.ini, in a file of its own
     assert _server_args(args, [], handed) == [
-        *("--log-level", "warning"),
-        *("--host", "a", "--host", "b", "--ssh-config", "cfg"),
-        *("--remote-command", "sysmcp", "--fleet-concurrency", "3", "--connect-timeout", "2.5"),
+        "--log-level=warning",
+        *("--host=a", "--host=b", "--ssh-config=cfg"),
+        *("--remote-command=sysmcp", "--fleet-concurrency=3", "--connect-timeout=2.5"),
         *handed,
     ]
-    assert _server_args(build_parser().parse_args(["call", "disk_usage"]), [], []) == [
-        "--log-level",
-        "warning",
-    ]
+    assert _server_args(build_parser().parse_args(["call", "disk_usage"]), [], []) == ["--log-level=warning"]
 
 
 def test_the_fleet_options_configure_the_fleet_a_zero_keeps_the_default_and_a_negative_is_refused() -> None:

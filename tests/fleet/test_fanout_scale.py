@@ -508,6 +508,27 @@ async def test_answers_held_for_the_merge_are_charged_to_the_gateways_memory_and
     assert {o.status for o in outcomes if not o.ok} == {"remote_error"}
 
 
+async def test_tool_errors_kept_for_the_merge_keep_their_one_line_reason_not_their_whole_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 hosts, asked one at a time, each answering a tool error of 100 KB of words, against a budget of
+    1 MiB: what the fan-out keeps of them until the merge is each one's bounded reason, all the merge
+    shows. Before, only answers that were ok were charged to the budget, and each error's whole text was
+    kept beside its reason: a fleet of hosts erring at length held it all, uncharged, until the call
+    returned (64 hosts at the 80 MiB a line may be: 5 GiB)."""
+    monkeypatch.setenv("STUB_TEXT", "no such file " * 8_000)
+    names = [f"fails{i:02}" for i in range(16)]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path), line_budget=1 << 20).open() as pool:
+        fleet = Fleet(inventory, pool, concurrency=1, deadline=DEADLINE)
+        with anyio.fail_after(DEADLINE):
+            outcomes = await fleet.fan_out("x", {}, names, timeout=600)
+        assert pool.line_budget.held == 0
+    assert statuses(outcomes) == dict.fromkeys(names, "tool_error")
+    assert {o.reason for o in outcomes} == {" ".join(("no such file " * 20).split())[:199] + "…"}
+    assert sum(len(o.text) + len(o.reason) for o in outcomes) <= 1 << 20
+
+
 async def test_fleet_memory_sets_the_budget_in_mib_and_without_it_the_default_holds() -> None:
     async with running_fleet(FleetOptions(from_names(["web1"]), fleet_memory=8)) as fleet:
         assert fleet.pool.line_budget.limit == 8 << 20

@@ -146,10 +146,11 @@ def thin_pool_of(device: str, volumes: Sequence[LogicalVolume]) -> ThinPool | No
     )
 
 
-def snapshots_of_volume(device: str, volumes: Sequence[LogicalVolume]) -> list[str]:
-    """The names of the snapshots of the logical volume ``device`` (a mount's source) is."""
+def snapshots_of_volume(device: str, volumes: Sequence[LogicalVolume]) -> list[LogicalVolume]:
+    """The snapshots of the logical volume ``device`` (a mount's source) is: thin ones (type 'V', in
+    its thin pool) and classic ones ('s', or 'S' once invalid: a copy-on-write volume of their own)."""
     name = _dm_name(device)
-    return [v.name for v in volumes if v.origin and _dm(v.vg, v.origin) == name]
+    return [v for v in volumes if v.origin and _dm(v.vg, v.origin) == name]
 
 
 def could_be_thin(device: str) -> bool:

@@ -64,13 +64,21 @@ def snapshots_of(mount: Mount) -> Snapshots:
 
 def _lvm(device: str) -> Snapshots:
     try:
-        names = snapshots_of_volume(device, parse_lvs(run_command(LVS, COMMAND_TIMEOUT)))
+        found = snapshots_of_volume(device, parse_lvs(run_command(LVS, COMMAND_TIMEOUT)))
     except EngineError:  # lvs missing, failing, silent, or not giving its report: nothing to say
         return Snapshots()
-    if not names:
+    if not found:
         return Snapshots()
-    note = "their blocks are in the thin pool, not on this filesystem"
-    return Snapshots("lvm thin snapshots", [Snapshot(name, None) for name in names], 0, False, note)
+    items = [Snapshot(volume.name, None) for volume in found]
+    if all(volume.attr.startswith("V") for volume in found):
+        return Snapshots(
+            "lvm thin snapshots", items, 0, False, "their blocks are in the thin pool, not on this filesystem"
+        )
+    # A classic snapshot (``lvcreate -s -L``, of a plain volume or a thin one) keeps its copy-on-write
+    # blocks in a volume of its own.
+    thin = ", a thin one's in its thin pool" if any(volume.attr.startswith("V") for volume in found) else ""
+    note = f"their blocks are in volumes of their own in the volume group{thin}, not on this filesystem"
+    return Snapshots("lvm snapshots", items, 0, False, note)
 
 
 def _apfs(point: str) -> Snapshots:

@@ -41,6 +41,7 @@ from sysmcp.tools.disk_explain import answer
 from sysmcp.tools.disk_usage import TOOL, DiskUsage
 from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import iso_utc, to_json
+from tests.engine.recorded import GiB, lv, lvs_report
 from tests.harness import tool_context
 from tests.profile import UNDER_POSIX_PROFILE, needs_fork
 from tests.tools.test_what_changed import Clock
@@ -498,3 +499,25 @@ def test_lvm_snapshots_are_the_mounted_volumes_whatever_dashes_its_name_holds_an
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert [s.name for s in snapshots_of(Mount("/", "/dev/mapper/vg0-my--lv", "ext4")).items] == ["snap1"]
     assert snapshots_of(Mount("/", "/dev/mapper/vg0-root", "ext4")) == Snapshots()
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="LVM is Linux's: the portable profile, like macOS, has none")
+def test_a_classic_lvm_snapshot_is_not_said_to_be_in_a_thin_pool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``lvcreate -s -L 2G vg0/root``: a classic snapshot of a plain volume, its copy-on-write blocks a
+    volume of their own in the group; there is no thin pool. It was named among "lvm thin snapshots",
+    "their blocks are in the thin pool", its next step an lvremove freeing pool space."""
+    report = lvs_report(  # with lvm's sys/root, a plain volume
+        "97.00",
+        "12.50",
+        {**lv("root-before-upgrade", "swi-a-s---", 2 * GiB, data="0.52", vg="sys"), "origin": "root"},
+    )
+    (tmp_path / "report.json").write_text(report)
+    lvs = tmp_path / "lvs"
+    lvs.write_text(f"#!/bin/sh\ncat {tmp_path}/report.json\n")
+    lvs.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    snaps = snapshots_of(Mount("/", "/dev/mapper/sys-root", "ext4"))
+    assert [s.name for s in snaps.items] == ["root-before-upgrade"]
+    assert snaps.kind == "lvm snapshots" and "thin" not in snaps.note and "volume group" in snaps.note
