@@ -56,8 +56,9 @@ exit status:
   2    usage error, refused before any work: unknown tool, a bad, missing, repeated
        or relative argument, a path outside --root, an unknown host, an -o FILE
        that cannot be written
-  3    partial result: the time budget ran out first (what is printed is true but
-       incomplete; the reason goes to stderr too when stdout is not a terminal)
+  3    partial result: the time budget ran out or the work was cut short first
+       (what is printed is true but incomplete; the reason goes to stderr too
+       when stdout is not a terminal)
   130  interrupted (Ctrl-C): the call is cancelled on the server
   141  stdout closed early (e.g. `| head`), quietly
   143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too"""
