@@ -21,7 +21,7 @@ from typing import IO, Any
 from blake3 import blake3 as _blake3
 
 from sysmcp.engine.duplicates._sizeruns import merge_by_size, parse, read_records
-from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, OPEN_AT, hash_fd
+from sysmcp.engine.hashing import BLAKE3, BLAKE3_THREADED, CHUNK, OPEN_AT, KeptGrowing, hash_fd
 from sysmcp.engine.parallel import pipe, release
 from sysmcp.engine.walk import ScanStopped, SkipCounter
 
@@ -191,6 +191,9 @@ class Reader:
                 algorithm = BLAKE3_THREADED if size >= THREADED_FROM else BLAKE3
                 digest = hash_fd(fd, (algorithm,), self.buffer, lambda _: self.cancel(), opened=st)
                 count, hexdigest = digest.size, None if digest.changed else digest.hexdigests[BLAKE3.name]
+        except KeptGrowing:  # a live log: its size moved since the walk, as any file's that changed
+            self.skipped.add("changed")
+            return None
         except OSError:
             self.skipped.add("unreadable")
             return None

@@ -62,7 +62,7 @@ def open_file(request: FileRequest) -> tuple[int, os.stat_result]:
         return open_regular_at(name, dir_fd=parent)
     except FileNotFoundError:
         given = os.path.expanduser(request.given)
-        if parent is not None and os.path.islink(given):
+        if os.path.islink(given):  # the name asked about, whichever part of where it leads is gone
             raise NotFound(
                 f"No such file: {given} is a symbolic link to {shown}, which does not exist"
             ) from None

@@ -28,7 +28,6 @@ from sysmcp.engine.hashing._manifests import (
 from sysmcp.engine.hashing._verdicts import (
     MISSING_CODE,
     NOT_CHECKED_CODE,
-    UNREADABLE_CODE,
     EntryVerdict,
     Status,
     Verdicts,
@@ -105,20 +104,17 @@ def _check_here(
         # Pass 1: look at every listed file (stat follows symlinks, as sha256sum's open does).
         for index, entry in enumerate(entries):
             budget()
-            path = place(entry.name, base, confine)
-            if isinstance(path, str):
-                result.checked.put(index, UNREADABLE_CODE, path)
-                continue
-            st = look(path, parents)
+            where = place(entry.name, base, confine)
+            st = look(where, parents) if isinstance(where, bytes) else where
             missing = not isinstance(st, os.stat_result) and st[0] == MISSING_CODE
             beside = place(entry.name + b"\r", base, confine) if missing and entry.cr else None
             if isinstance(beside, bytes):
-                st, path = look(beside, parents), beside
+                st, where = look(beside, parents), beside
             if not isinstance(st, os.stat_result):
                 result.checked.put(index, *st[:2])
-                continue
-            looked.append((index, path, st))
-            total_bytes += st.st_size
+            elif isinstance(where, bytes):  # a file was looked at, so there was where to look
+                looked.append((index, where, st))
+                total_bytes += st.st_size
         unhashed = len(entries) - len(looked)
         total = len(entries) + total_bytes  # entries and bytes: moves for big and tiny files
         progress(0, total)

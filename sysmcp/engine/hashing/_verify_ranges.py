@@ -7,6 +7,7 @@ entries, and the parse itself is shared out. Each process keeps one byte per ent
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sysmcp.engine.calls import Cancel, Progress
-from sysmcp.engine.hashing._checksums import NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, one_shot
+from sysmcp.engine.hashing._checksums import NAME_TOO_LONG, OPEN_AT, Algorithm, Hasher, explain, one_shot
 from sysmcp.engine.hashing._dirlook import NOT_LISTED, ListedDirectory, list_for
 from sysmcp.engine.hashing._manifests import (
     MAX_BAD_LINES,
@@ -43,7 +44,7 @@ from sysmcp.engine.hashing._verdicts import (
     known_algorithm,
 )
 from sysmcp.engine.hashing._verify_request import Confine, Tuning, VerifyRequest
-from sysmcp.engine.opens import S_IFMT, Parents
+from sysmcp.engine.opens import S_IFMT, Parents, open_parent
 from sysmcp.engine.parallel import MAX_TASKS, SharedCounters, available_processes, run_shared
 from sysmcp.engine.paths import too_long
 from sysmcp.engine.walk import Budget, ScanStopped, join, throttled
@@ -54,6 +55,11 @@ MAX_RANGE = 256 << 10  # and at most: each task's lines are in memory at once, a
 LIST_FROM = 8  # names of one directory in a range from which the directory is listed (dirlook)
 PROGRESS_EVERY = 16  # entries between two updates of the progress counts (read every few ms)
 OUTSIDE_ROOTS = "outside the allowed roots"
+#: Resolutions of a name from the top that ``kernel_stop`` makes before it has looked at a directory
+#: inside the roots (one per ``..`` of a name that keeps climbing above them, each of the name's whole
+#: length), and what is said of a name that needs more.
+MAX_ABOVE_ROOTS = 16
+TOO_FAR_ABOVE = "too many '..' above the allowed roots to follow"
 
 
 @dataclass(slots=True)
@@ -249,8 +255,8 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
             name, digest, candidates = parsed
             digest = digest.lower()
             where = place(name, prefix, confine)
-            if isinstance(where, str):
-                code, detail, size = UNREADABLE_CODE, where, 0
+            if isinstance(where, tuple):
+                code, detail, size = where
             else:
                 code, detail, size = check_file(where, digest, candidates, parents, settled, buffer, on_chunk)
             beside = place(name + b"\r", prefix, confine) if code == MISSING_CODE and cr else None
@@ -271,16 +277,68 @@ def check_lines(task: int, block: bytes, work: RangeWork) -> Part:
     return Part(task, len(lines), True, bytes(codes), details, bad.numbers, bad.count, hashed)
 
 
-def place(name: bytes, base: bytes, confine: Confine | None) -> bytes | str:
-    """Where to look for a manifest's name, or why nowhere (an UNREADABLE entry's detail). The name
-    with the CR its line ended in (b3sum writes it so: ``checksum_lines``) is looked for the same way
-    once the name without it is MISSING."""
+#: Where a manifest's name is looked for (``place``), or the verdict it has without a look, as ``look``
+#: gives one: UNREADABLE too long or outside the roots, MISSING where the kernel stops on the way.
+Place = bytes | tuple[int, str, int]
+
+
+def place(name: bytes, base: bytes, confine: Confine | None) -> Place:
+    """Where to look for a manifest's name, or its verdict without a look. The name with the CR its
+    line ended in (b3sum writes it so: ``checksum_lines``) is looked for the same way once the name
+    without it is MISSING."""
     path = name if name.startswith(b"/") else join(base, name)
     if too_long(path):  # no file's, and the roots' check refuses it as no path: say which it is
-        return NAME_TOO_LONG
+        return UNREADABLE_CODE, NAME_TOO_LONG, 0
     if confine is None:
         return path
-    return confine(path) or OUTSIDE_ROOTS
+    inside = confine(path)
+    if inside is None:
+        return UNREADABLE_CODE, OUTSIDE_ROOTS, 0
+    if b"/.." in path or path.endswith((b"/", b"/.")):
+        stop = kernel_stop(path, confine)
+        if stop is not None:
+            return stop
+    return inside
+
+
+def kernel_stop(path: bytes, confine: Confine) -> tuple[int, str, int] | None:
+    """The verdict where the kernel stops on ``path`` and the roots' resolution (``realpath``'s way)
+    goes on: at a ``..``, or a ``/`` or ``.`` that ends the name, after a name that is no directory
+    (``f/``, ``gone/../f``: "Not a directory", "No such file or directory" to ``sha256sum -c``).
+    None where it gets through. Each name before such a step is looked at as ``look`` looks, inside
+    the roots, through no symlink; resolved from the last one looked at (a hostile name of a thousand
+    ``d/..`` costs a thousand short resolutions, not a thousand of the whole)."""
+    parts = path.split(b"/")
+    last = len(parts) - 1
+    known, since = b"", 0  # the last directory looked at, resolved, and the index of its part
+    above = 0
+    for index, part in enumerate(parts):
+        if not (part == b".." or (index == last and part in (b"", b"."))):
+            continue
+        names = [name for name in parts[since:index] if name not in (b"", b".")]
+        if not names:  # a parent of a directory, or the directory again: one too
+            continue
+        if not known:
+            above += 1  # resolved from the top: a name that keeps going above the roots costs its length
+            if above > MAX_ABOVE_ROOTS:
+                return UNREADABLE_CODE, TOO_FAR_ABOVE, 0
+        before = confine(b"/".join([known, *names]) if known else b"/".join(parts[:index]))
+        if before is None or before == b"/":  # an ancestor of a root, gone through and back: a directory
+            continue  # (the next is resolved from the last one looked at, with the names since)
+        try:
+            parent, name = open_parent(os.fsdecode(before))
+            try:
+                mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            finally:
+                os.close(parent)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                return MISSING_CODE, "", 0
+            return UNREADABLE_CODE, explain(exc) or "unreadable", 0
+        if not stat.S_ISDIR(mode):
+            return MISSING_CODE, "", 0
+        known, since = before, index
+    return None
 
 
 def ranges_for(size: int, processes: int) -> tuple[int, int]:

@@ -75,6 +75,15 @@ def test_a_missing_file_and_a_dangling_link_say_which(tmp_path: Path) -> None:
     assert said == f"No such file: {link} is a symbolic link to {missing}, which does not exist"
 
 
+def test_a_link_dangling_into_a_missing_directory_says_so_too(tmp_path: Path) -> None:
+    """The path asked about is named, not only the one it resolved to, whichever part of it is gone."""
+    missing = tmp_path / "no-such-dir" / "absent"
+    link = tmp_path / "link"
+    link.symlink_to(missing)
+    said = words(refusal(missing, given=str(link)))
+    assert said == f"No such file: {link} is a symbolic link to {missing}, which does not exist"
+
+
 def test_a_file_swapped_for_a_symlink_is_refused_and_not_followed(tmp_path: Path) -> None:
     (tmp_path / "real").write_bytes(b"data")
     (tmp_path / "swapped").symlink_to(tmp_path / "real")

@@ -363,3 +363,55 @@ def test_a_line_of_megabytes_is_judged_by_its_start_and_never_held_whole(tmp_pat
         result = verify(request(tmp_path, text, parallel_from=parallel_from, processes=1))
         assert (statuses(result), result.bad_lines) == (["OK", "UNREADABLE"], [3])
         assert [len(name) for name in result.names()] == [1, MAX_LINE - 66]
+
+
+#: Names the kernel does not follow to a regular file where a path's lexical resolution would: a '/'
+#: or '.' after a file's name, '..' after a name that is no directory (sha256sum -c: "Not a directory",
+#: "No such file or directory"); and the same ways through directories, which do reach the file.
+THROUGH_NAMES = {
+    "f/": "MISSING",
+    "f/.": "MISSING",
+    "f/..": "MISSING",
+    "f/../f": "MISSING",
+    "link/": "MISSING",
+    "gone/../f": "MISSING",
+    "d/gone/../../f": "MISSING",
+    "d/../f": "OK",
+    "./d/./../f": "OK",
+    "d/": "UNREADABLE",
+    "d/..": "UNREADABLE",
+}
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["open", "confined"])
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_name_the_kernel_cannot_follow_is_not_found_under_the_roots_either(
+    tmp_path: Path, parallel_from: int, confined: bool
+) -> None:
+    """Confinement resolves a name to check it is inside the roots; it must not find a file the kernel
+    (and sha256sum -c) would not, so an --root answer is the answer without it."""
+    (tmp_path / "f").write_bytes(b"abc")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link").symlink_to("f")
+    text = "".join(f"{sha(b'abc')}  {name}\n" for name in THROUGH_NAMES).encode()
+    confine = verify_checksums.confine_to(PathPolicy([tmp_path])) if confined else None
+    result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+    assert dict(zip(THROUGH_NAMES, statuses(result), strict=True)) == THROUGH_NAMES
+
+
+@pytest.mark.parametrize("parallel_from", [0, 1 << 30], ids=["ranges", "short"])
+def test_a_name_that_keeps_climbing_above_the_roots_is_said_so_not_followed_at_length(
+    tmp_path: Path, parallel_from: int
+) -> None:
+    """Each '..' above the roots before any name inside them costs a resolution of the whole name: a
+    name of hundreds is refused at the seventeenth, the others checked."""
+    (tmp_path / "f").write_bytes(b"abc")
+    top = tmp_path.parent  # an ancestor of the root, gone into and back out of
+    names = [
+        f"{top.parent}/" + f"{top.name}/../" * climbs + f"{top.name}/{tmp_path.name}/f" for climbs in (17, 16)
+    ]
+    text = "".join(f"{sha(b'abc')}  {name}\n" for name in names).encode()
+    confine = verify_checksums.confine_to(PathPolicy([tmp_path]))
+    result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+    assert statuses(result) == ["UNREADABLE", "OK"]
+    assert result.checked[0].detail == "too many '..' above the allowed roots to follow"
