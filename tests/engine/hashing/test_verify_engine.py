@@ -41,7 +41,7 @@ from sysmcp.protocol.failures import ToolError
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.errors import words
 
-ENGINE = ("_verify.py", "_verify_ranges.py", "_verdicts.py", "_manifests.py")
+ENGINE = ("_verify.py", "_verify_ranges.py", "_verify_request.py", "_verdicts.py", "_manifests.py")
 EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
 
 
