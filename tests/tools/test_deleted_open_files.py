@@ -303,7 +303,11 @@ async def test_a_deleted_file_held_only_by_a_memory_mapping_is_listed_with_resta
     assert f"/proc/{child.pid}/fd/" not in output.text  # no truncation advice for a file no descriptor holds
 
 
-async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_once(tmp_path: Path) -> None:
+async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_once_and_no_truncation(
+    tmp_path: Path,
+) -> None:
+    """A database's way (its file open and mapped): truncating it through the descriptor would kill it at
+    its next touch of the mapping (SIGBUS), so the holder is marked mapped and no truncation is advised."""
     doomed = tmp_path / "both"
     child = subprocess.Popen(
         [sys.executable, "-c", MAPPING_HOLDER, str(doomed), "--keep-fd"],
@@ -321,5 +325,8 @@ async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_on
     found = [f for f in output.structured["files"] if f["path"] == str(doomed)]
     assert len(found) == 1 and found[0]["mapped_only"] is False, found
     assert [(h["pid"], h["mode"]) for h in found[0]["holders"]] == [(child.pid, "r")]
-    assert isinstance(found[0]["holders"][0]["fd"], int)
-    assert re.search(rf"pid {child.pid} python[^ ]*( \([^)]*\))? fd \d+r", output.text), output.text
+    assert isinstance(found[0]["holders"][0]["fd"], int) and found[0]["holders"][0]["mapped"] is True
+    assert re.search(rf"pid {child.pid} python[^ ]*( \([^)]*\))? fd \d+r and mapped", output.text), (
+        output.text
+    )
+    assert f"/proc/{child.pid}/fd/" not in output.text and "not even through a descriptor" in output.text
