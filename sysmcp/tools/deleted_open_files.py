@@ -69,6 +69,11 @@ class DeletedOpenFile:
         "Held only by memory mappings: freed when the holders exit or unmap it (restart them); truncating it "
         "would crash them."
     )
+    namespace_pid: int | None = prop(
+        "null: path is the file's former name as this server sees the filesystems. Else every holder is in "
+        "another mount namespace (a container) and path is its name there, as process namespace_pid sees it: "
+        "on this host that path is another file, or none."
+    )
 
 
 @result
@@ -193,6 +198,7 @@ def render(
             [HolderRow(h.pid, h.command, h.user, h.fd, h.mode, h.mapped) for h in item.holders[:MAX_HOLDERS]],
             max(0, len(item.holders) - MAX_HOLDERS),
             item.mapped_only,
+            item.namespace_pid,
         )
         for item, mount in listed
     ]
@@ -222,8 +228,13 @@ def render(
             size = human_bytes(item.disk)
             if abs(item.size - item.disk) > 65536 and item.size > 2 * item.disk:
                 size += f" (size {human_bytes(item.size)}, sparse)"
+            seen = (
+                ""
+                if item.namespace_pid is None
+                else f"; its name in pid {item.namespace_pid}'s mount namespace"
+            )
             lines.append(
-                f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
+                f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {display(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
             lines.append("  " + more_not_shown(len(rows) - len(listed), "deleted file"))

@@ -330,3 +330,25 @@ async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_on
         output.text
     )
     assert f"/proc/{child.pid}/fd/" not in output.text and "not even through a descriptor" in output.text
+
+
+async def test_a_file_held_only_in_another_mount_namespace_says_its_path_is_that_namespaces(
+    tmp_path: Path,
+) -> None:
+    """A container's process holding a deleted /var/log/app.log: that path, read on the host, is the host's
+    own /var/log/app.log (or nothing). The answer says whose view the name is in, and which process's."""
+    from tests.reclaim.test_reclaim import HOLDER as WRITES_DELETES_HOLDS
+    from tests.security.test_deleted_open_confinement import MOUNT_THEN_HOLD, needs_root_and_namespaces
+    from tests.security.test_deleted_open_confinement import holding as holding_in
+
+    unshare = needs_root_and_namespaces()
+    seen_there, lies_here = tmp_path / "ns" / "r", tmp_path / "ns" / "other"
+    seen_there.mkdir(parents=True)
+    lies_here.mkdir()
+    command = [unshare, "-m", "--propagation", "private", "sh", "-c", MOUNT_THEN_HOLD, "sh"]
+    argv = [*command, str(lies_here), str(seen_there), sys.executable, WRITES_DELETES_HOLDS]
+    with holding_in([*argv, str(seen_there / "app.log"), "3000000"]) as holder:
+        output = await call(top_n=100)
+    [found] = [f for f in output.structured["files"] if f["path"] == str(seen_there / "app.log")]
+    assert found["namespace_pid"] == holder.pid
+    assert f"app.log (deleted; its name in pid {holder.pid}'s mount namespace)" in output.text

@@ -64,6 +64,9 @@ class DeletedFile:
     # outside every root, whatever its path says.
     confined: bool = True
     fs: int | None = None  # its filesystem's number in the mount table where that is not ``dev`` (btrfs)
+    # None: ``path`` is as this server's mount namespace names it (a holder is in it); else the pid of a
+    # holder in another (a container's), whose view gives ``path``: here that path is another file, or none.
+    namespace_pid: int | None = None
 
     @property
     def filesystem(self) -> int:
@@ -158,13 +161,17 @@ class MountView:
         mount = None if mount_id is None else self._by_id.get(mount_id)
         return st_dev if mount is None else mount.number(st_dev)
 
+    def ours(self, pid: int) -> bool:
+        """Process ``pid`` is in this server's mount namespace (False when that cannot be read)."""
+        found = self._ours.get(pid)
+        if found is None:
+            found = self._ours[pid] = (
+                self.namespace is not None and _namespace(self.proc, str(pid)) == self.namespace
+            )
+        return found
+
     def names(self, pid: int, path: str, dev: int) -> bool:
-        if self.namespace is None or self.table is None:
-            return False
-        ours = self._ours.get(pid)
-        if ours is None:
-            ours = self._ours[pid] = _namespace(self.proc, str(pid)) == self.namespace
-        if not ours:
+        if self.namespace is None or self.table is None or not self.ours(pid):
             return False
         mount = self.table.holding(os.path.normpath(path))  # the mount a lookup of the path reaches
         return mount is not None and mount.dev_matches(dev)
@@ -239,7 +246,12 @@ def scan_processes(
             found = scan.file(path, st, fs)
             if fd_number is None and any(holder.pid == pid for holder in found.holders):
                 continue  # mapped, and held by a descriptor too: that one is named (and marked mapped)
-            found.confined = found.confined and view.names(pid, found.path, found.filesystem)
+            ours = view.ours(pid)
+            if not found.holders:
+                found.namespace_pid = None if ours else pid
+            elif ours and found.namespace_pid is not None:  # named first from a container's view:
+                found.path, found.namespace_pid = path, None  # this server's name for it instead
+            found.confined = found.confined and view.names(pid, path, found.filesystem)
             identity = identity or _identity(pid)
             is_mapped = fd_number is None or (st.st_dev, st.st_ino) in also_mapped
             found.holders.append(Holder(pid, identity[0], identity[1], fd_number, mode, is_mapped))
