@@ -59,7 +59,9 @@ class HolderRow:
 
 @result
 class DeletedOpenFile:
-    path: str = prop("The name the file had before deletion.")
+    path: str = prop(
+        "The name the file had before deletion; DIR/#INODE for a file made with O_TMPFILE, which never had one."
+    )
     size_bytes: int = prop()
     disk_bytes: int = prop("Allocated blocks × 512: space held.")
     mount_point: str = prop("The filesystem it is on.")
@@ -228,11 +230,9 @@ def render(
             size = human_bytes(item.disk)
             if abs(item.size - item.disk) > 65536 and item.size > 2 * item.disk:
                 size += f" (size {human_bytes(item.size)}, sparse)"
-            seen = (
-                ""
-                if item.namespace_pid is None
-                else f"; its name in pid {item.namespace_pid}'s mount namespace"
-            )
+            seen = "; never named: an O_TMPFILE file made in that directory" if item.unnamed else ""
+            if item.namespace_pid is not None:
+                seen += f"; its name in pid {item.namespace_pid}'s mount namespace"
             lines.append(
                 f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {display(mount.mount_point)} — {holders}"
             )

@@ -352,3 +352,32 @@ async def test_a_file_held_only_in_another_mount_namespace_says_its_path_is_that
     [found] = [f for f in output.structured["files"] if f["path"] == str(seen_there / "app.log")]
     assert found["namespace_pid"] == holder.pid
     assert f"app.log (deleted; its name in pid {holder.pid}'s mount namespace)" in output.text
+
+
+async def test_an_o_tmpfile_file_is_said_never_to_have_had_a_name(tmp_path: Path) -> None:
+    """The kernel names it DIR/#INODE, lsof too: a name nobody ever gave it, nowhere to look for it."""
+    script = (
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)\n"
+        "os.write(fd, b't' * 1_000_000); os.fsync(fd)\n"
+        "print(os.fstat(fd).st_ino, flush=True); sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        inode = int(child.stdout.readline())
+        output = await call(path=str(tmp_path), top_n=100)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    [found] = [f for f in output.structured["files"] if f["path"] == f"{tmp_path}/#{inode}"]
+    assert found["size_bytes"] == 1_000_000
+    assert (
+        f"{tmp_path}/#{inode} (deleted; never named: an O_TMPFILE file made in that directory)" in output.text
+    )

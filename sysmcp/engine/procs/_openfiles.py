@@ -79,6 +79,12 @@ class DeletedFile:
         return all(holder.fd is None for holder in self.holders)
 
     @property
+    def unnamed(self) -> bool:
+        """Made with O_TMPFILE (a runtime's temporary file): it never had a name, and the kernel shows
+        ``DIR/#INODE`` for it, the directory it was made in."""
+        return os.path.basename(self.path) == f"#{self.ino}"
+
+    @property
     def mapped(self) -> bool:
         """Some holder has it mapped, with a descriptor or without: truncating it, even through a
         descriptor, would kill that holder (SIGBUS); only a restart frees it safely."""
