@@ -208,6 +208,42 @@ def link_confined(link: bytes, dev: int) -> bool:
     return view.names(int(pid), path, view.filesystem(int(pid), os.path.basename(os.fsdecode(link)), dev))
 
 
+def mapped_anywhere(link: bytes, dev: int, ino: int) -> bool:
+    """Whether any process whose maps can be read has the deleted file ``(dev, ino)`` mapped now (the
+    /proc tree is the one ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before
+    truncating it, which would kill such a process (SIGBUS). A mapping of the same inode number whose
+    ``map_files`` may not be looked at counts as one: never truncated on a guess."""
+    proc = os.path.dirname(os.path.dirname(os.path.dirname(os.fsdecode(link))))
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return True
+    number = str(ino).encode()
+    for pid in pids:
+        base = os.path.join(proc, pid)
+        try:
+            with open(os.path.join(base, "maps"), "rb") as handle:
+                spans = [
+                    fields[0]
+                    for line in handle
+                    if line.endswith(b" (deleted)\n")
+                    and len(fields := line.split(maxsplit=5)) == 6
+                    and fields[4] == number
+                ]
+        except OSError:
+            continue  # gone, or another user's: not seen by the plan's scan either
+        for span in spans:
+            try:
+                st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
+            except PermissionError:
+                return True
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                return True
+    return False
+
+
 def scan_processes(
     proc: str = PROC, progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> Scan:
