@@ -310,7 +310,8 @@ def _walk(
         except OSError:
             continue  # gone, or unreadable: it stays a mount not entered
         entered.append(point)
-        skipped.add("other_filesystem", -1)  # counted as not entered by the walk that met it
+        if skipped.as_dict().get("other_filesystem", 0) > 0:
+            skipped.add("other_filesystem", -1)  # counted as not entered by the walk that met it
         skipped.merge(theirs.as_dict(), (os.path.join(os.path.relpath(point, root), n) for n in theirs.named))
         top = os.path.relpath(point, root).split("/")[0]
         for total in (whole, parts.setdefault(top, Totals())):
