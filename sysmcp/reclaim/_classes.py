@@ -616,8 +616,9 @@ def _listener(speaker: int | None) -> str:
 def deleted_open(layout: RootsLayout) -> list[Proposal]:
     """Deleted files a process still holds open: truncating through ``/proc/PID/fd/N`` frees them now.
 
-    The same scan as deleted_open_files (``procs.scan_processes``); only files a descriptor holds are kept (a
-    file that is only mapped cannot be truncated safely), only those with blocks to free, and only those
+    The same scan as deleted_open_files (``procs.scan_processes``); only files a descriptor holds and no
+    process has mapped are kept (truncating a mapped file kills the process that maps it, at its next touch
+    of a page past the new end: SIGBUS), only those with blocks to free, and only those
     whose former path names them in this server's view (``DeletedFile.confined``): a file held in another
     mount namespace, or not on the filesystem mounted at its path here, is outside every scope."""
     found: list[Proposal] = []
@@ -630,7 +631,7 @@ def deleted_open(layout: RootsLayout) -> list[Proposal]:
         return found
     for deleted in scan.files.values():
         held = [holder for holder in deleted.holders if holder.fd is not None]
-        if not held or deleted.disk == 0 or not deleted.confined:
+        if not held or deleted.mapped or deleted.disk == 0 or not deleted.confined:
             continue
         first = held[0]
         link = os.fsencode(os.path.join(proc, str(first.pid), "fd", str(first.fd)))

@@ -52,7 +52,7 @@ from sysmcp.engine.opens import (
     open_regular_at,
 )
 from sysmcp.engine.paths import escaped
-from sysmcp.engine.procs import link_confined
+from sysmcp.engine.procs import link_confined, mapped_anywhere
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import Copy, Proposal, RootsLayout
 
@@ -352,7 +352,8 @@ class FileResult:
 
     path: bytes
     done: bool
-    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted" (a mount on it now), "owner"
+    #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted" (a mount on it now), "mapped"
+    #: (a deleted file a process maps now: truncating it would kill that process), "owner"
     #: and "not_regular" (a log to empty whose owner changed, or that is no regular file now), "differs"
     #: (its bytes are not the kept copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner,
     #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
@@ -698,6 +699,8 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 return FileResult(path, False, "changed")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
+            if mapped_anywhere(path, now.st_dev, now.st_ino):  # mapped since the plan: truncating kills
+                return FileResult(path, False, "mapped")
             return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
     except OSError as exc:
         return FileResult(path, False, _why(exc))

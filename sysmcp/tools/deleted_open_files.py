@@ -51,11 +51,17 @@ class HolderRow:
         "mapping, not a descriptor (lsof's DEL)."
     )
     mode: str = prop("'r', 'w' or 'rw' as opened ('rw' for a shared writable mapping); '' when unknown.")
+    mapped: bool = prop(
+        "The process has the file mapped into memory (with or without a descriptor): truncating the file would "
+        "kill it (SIGBUS)."
+    )
 
 
 @result
 class DeletedOpenFile:
-    path: str = prop("The name the file had before deletion.")
+    path: str = prop(
+        "The name the file had before deletion; DIR/#INODE for a file made with O_TMPFILE, which never had one."
+    )
     size_bytes: int = prop()
     disk_bytes: int = prop("Allocated blocks × 512: space held.")
     mount_point: str = prop("The filesystem it is on.")
@@ -64,6 +70,11 @@ class DeletedOpenFile:
     mapped_only: bool = prop(
         "Held only by memory mappings: freed when the holders exit or unmap it (restart them); truncating it "
         "would crash them."
+    )
+    namespace_pid: int | None = prop(
+        "null: path is the file's former name as this server sees the filesystems. Else every holder is in "
+        "another mount namespace (a container) and path is its name there, as process namespace_pid sees it: "
+        "on this host that path is another file, or none."
     )
 
 
@@ -122,6 +133,7 @@ class DeletedOpenAnswer:
 def _holder_text(holder: Holder) -> str:
     user = f" ({holder.user})" if holder.user else ""
     held = f"fd {holder.fd}{holder.mode}" if holder.fd is not None else f"mapped {holder.mode}"
+    held += " and mapped" if holder.fd is not None and holder.mapped else ""
     return f"pid {holder.pid} {printable(holder.command)}{user} {held}"
 
 
@@ -185,9 +197,10 @@ def render(
             item.size,
             item.disk,
             display(mount.mount_point),
-            [HolderRow(h.pid, h.command, h.user, h.fd, h.mode) for h in item.holders[:MAX_HOLDERS]],
+            [HolderRow(h.pid, h.command, h.user, h.fd, h.mode, h.mapped) for h in item.holders[:MAX_HOLDERS]],
             max(0, len(item.holders) - MAX_HOLDERS),
             item.mapped_only,
+            item.namespace_pid,
         )
         for item, mount in listed
     ]
@@ -217,12 +230,15 @@ def render(
             size = human_bytes(item.disk)
             if abs(item.size - item.disk) > 65536 and item.size > 2 * item.disk:
                 size += f" (size {human_bytes(item.size)}, sparse)"
+            seen = "; never named: an O_TMPFILE file made in that directory" if item.unnamed else ""
+            if item.namespace_pid is not None:
+                seen += f"; its name in pid {item.namespace_pid}'s mount namespace"
             lines.append(
-                f"  {size:>10}  {printable(item.path)} (deleted) on {display(mount.mount_point)} — {holders}"
+                f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {display(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
             lines.append("  " + more_not_shown(len(rows) - len(listed), "deleted file"))
-        by_fd = [h for item, _ in listed for h in item.holders if h.fd is not None]
+        by_fd = [h for item, _ in listed if not item.mapped for h in item.holders if h.fd is not None]
         if by_fd:
             first = by_fd[0]
             lines.append(
@@ -234,12 +250,12 @@ def render(
                 "Truncating a file a process still reads (a database, a cache) can break it: check what it is "
                 "first."
             )
-        if any(item.mapped_only for item, _ in listed):
+        if any(item.mapped for item, _ in listed):
             lines.append(
-                "Files held only by a memory mapping ('mapped', lsof's DEL: often a library or a database file "
-                "replaced while in use) are freed only when their processes exit or unmap them: restart those "
-                "services. Do not truncate them: a process touching a mapped page past the new end is killed "
-                "(SIGBUS)."
+                "Files a process has mapped into memory ('mapped'; held only so, lsof's DEL: often a library or "
+                "a database file replaced while in use) are freed only when their processes exit or unmap them: "
+                "restart those services. Do not truncate them, not even through a descriptor: a process touching "
+                "a mapped page past the new end is killed (SIGBUS)."
             )
     if outside[0]:
         lines.append(

@@ -146,6 +146,8 @@ REASONS = {
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
     "cancelled": "the call was cancelled while it was set aside, so it stays",
     "mounted": "something is mounted on it now, so it is left alone",
+    "mapped": "a process has it mapped into memory now, and emptying it would kill that process (SIGBUS): "
+    "restart the process instead",
     "hard_linked": "it has another name (a hard link) now, and emptying it would empty that file too",
     "immutable": "marked immutable since the plan (lsattr shows i; chattr +i), so it is never touched",
     "append_only": "marked append-only since the plan (lsattr shows a; chattr +a), so it is never touched",

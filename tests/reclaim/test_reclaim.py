@@ -561,6 +561,91 @@ def test_a_deleted_file_that_any_holder_writes_is_risky_and_names_the_writer(tmp
             process.wait(timeout=30)
 
 
+MAPPING_DATABASE = textwrap.dedent(
+    """
+    import mmap, os, sys
+    handle = open(sys.argv[1], "w+b")
+    handle.write(b"d" * 2_000_000)
+    handle.flush()
+    pages = mmap.mmap(handle.fileno(), 0)  # a database's way: its file open and mapped, shared
+    os.unlink(sys.argv[1])
+    print("mapped", flush=True)
+    sys.stdin.read()
+    pages[-1] = 1  # a page past the end of a truncated file would kill it here (SIGBUS)
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_file_held_by_a_descriptor_and_mapped_is_not_planned_for_truncation(tmp_path: Path) -> None:
+    """Truncating it through the descriptor would kill the process at its next touch of the mapping."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/PID/fd (Linux)")
+    name = tmp_path / "data.mdb"
+    database = subprocess.Popen(
+        [sys.executable, "-c", MAPPING_DATABASE, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert database.stdout is not None and database.stdout.readline() == b"mapped\n"
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        assert build_plan(request).items == ()
+    finally:
+        assert database.stdin is not None
+        database.stdin.close()
+        assert database.wait(timeout=30) == 0
+
+
+MAPS_WHEN_TOLD = textwrap.dedent(
+    """
+    import mmap, os, sys
+    handle = open(sys.argv[1], "w+b")
+    handle.write(b"d" * 2_000_000)
+    handle.flush()
+    os.unlink(sys.argv[1])
+    print("held", flush=True)
+    sys.stdin.readline()
+    pages = mmap.mmap(handle.fileno(), 0)
+    print("mapped", flush=True)
+    sys.stdin.read()
+    pages[-1] = 1  # a page past the end of a truncated file would kill it here (SIGBUS)
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_file_mapped_after_the_plan_is_not_truncated(tmp_path: Path) -> None:
+    """The plan saw only a descriptor; by the time of acting the holder maps the file: emptying it now
+    would kill the holder at its next touch of the mapping."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/PID/fd (Linux)")
+    name = tmp_path / "data.mdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", MAPS_WHEN_TOLD, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == b"held\n"
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        holder.stdin.write(b"map\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"mapped\n"
+        (applied,) = apply_items(
+            ApplyRequest(plan, [item.id], lambda path: path.startswith(os.fsencode(tmp_path)))
+        )
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "mapped")]
+        assert os.stat(item.entries[0].path).st_size == 2_000_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+
+
 def test_the_rename_aside_never_replaces_a_name_that_is_taken(tmp_path: Path) -> None:
     from sysmcp import platform
 

@@ -750,6 +750,54 @@ def test_podmans_own_command_is_asked_where_it_has_no_socket_with_exact_figures(
     assert found.walked is not None and found.walked.apparent >= image.size
 
 
+def test_podmans_overlay_store_bound_on_itself_is_walked_so_its_layers_are_on_both_sides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """containers/storage bind-mounts its overlay/ on itself while a container is mounted: a walk that
+    enters no mount missed every layer and writable layer, and the answer said the engine counted
+    megabytes more than the data root holds (it is what du -x counts, and where the engine's bytes lie)."""
+    if os.geteuid() != 0 or not shutil.which("podman") or not shutil.which("busybox"):
+        pytest.skip("needs root, podman and busybox (Debian's podman, busybox-static)")
+    store = Path(tempfile.mkdtemp(prefix="sysmcp-pmo-", dir="/tmp"))
+    conf = store / "storage.conf"
+    conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{store}/root"\nrunroot = "{store}/run"\n')
+    env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(conf)}
+    (store / "rootfs" / "bin").mkdir(parents=True)
+    shutil.copy(shutil.which("busybox") or "", store / "rootfs" / "bin" / "busybox")
+    tar = subprocess.run(
+        ["tar", "-C", str(store / "rootfs"), "-c", "."], capture_output=True, check=True
+    ).stdout
+
+    def podman(*argv: str, given: bytes | None = None) -> str:
+        done = subprocess.run(["podman", *argv], input=given, capture_output=True, env=env, timeout=120)
+        if done.returncode:
+            pytest.skip(f"podman {argv[0]} failed here: {done.stderr.decode()[-300:]}")
+        return done.stdout.decode().strip()
+
+    try:
+        podman("import", "-", "pm:1", given=tar)
+        podman("create", "--name", "pc1", "pm:1", "true")
+        merged = Path(podman("mount", "pc1"))  # the container's root: its writable layer is written here
+        (merged / "data.bin").write_bytes(b"w" * 3_000_000)
+        bound = store / "root" / "overlay"
+        with open("/proc/self/mountinfo") as table:
+            if f" {bound} {bound} " not in table.read():
+                pytest.skip("this podman does not bind-mount its overlay directory on itself")
+        monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(conf))
+        found = survey(_no_socket(("podman",)))
+        [container] = found.containers
+        assert container.writable is not None and container.writable >= 3_000_000
+        assert found.walked is not None and found.walked.stopped is None
+        parts = {name: apparent for name, apparent, _ in found.walked.parts}
+        assert parts.get("overlay", 0) >= found.layers + container.writable, parts
+        assert found.walked.apparent >= found.accounted  # the engine's bytes are all in the data root
+    finally:
+        subprocess.run(["podman", "umount", "-a"], capture_output=True, env=env, check=False, timeout=60)
+        subprocess.run(["podman", "rm", "-af"], capture_output=True, env=env, check=False, timeout=60)
+        subprocess.run(["umount", "-R", "-l", str(store)], capture_output=True, check=False)
+        shutil.rmtree(store, ignore_errors=True)
+
+
 #: What Podman 4.3.1's command prints for one created container and one volume nobody uses: ``volume ls``
 #: gives no sizes, and the container's log is not readable here.
 PODMAN_SAYS = {

@@ -303,7 +303,11 @@ async def test_a_deleted_file_held_only_by_a_memory_mapping_is_listed_with_resta
     assert f"/proc/{child.pid}/fd/" not in output.text  # no truncation advice for a file no descriptor holds
 
 
-async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_once(tmp_path: Path) -> None:
+async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_once_and_no_truncation(
+    tmp_path: Path,
+) -> None:
+    """A database's way (its file open and mapped): truncating it through the descriptor would kill it at
+    its next touch of the mapping (SIGBUS), so the holder is marked mapped and no truncation is advised."""
     doomed = tmp_path / "both"
     child = subprocess.Popen(
         [sys.executable, "-c", MAPPING_HOLDER, str(doomed), "--keep-fd"],
@@ -321,5 +325,59 @@ async def test_a_file_held_by_a_descriptor_and_a_mapping_names_the_descriptor_on
     found = [f for f in output.structured["files"] if f["path"] == str(doomed)]
     assert len(found) == 1 and found[0]["mapped_only"] is False, found
     assert [(h["pid"], h["mode"]) for h in found[0]["holders"]] == [(child.pid, "r")]
-    assert isinstance(found[0]["holders"][0]["fd"], int)
-    assert re.search(rf"pid {child.pid} python[^ ]*( \([^)]*\))? fd \d+r", output.text), output.text
+    assert isinstance(found[0]["holders"][0]["fd"], int) and found[0]["holders"][0]["mapped"] is True
+    assert re.search(rf"pid {child.pid} python[^ ]*( \([^)]*\))? fd \d+r and mapped", output.text), (
+        output.text
+    )
+    assert f"/proc/{child.pid}/fd/" not in output.text and "not even through a descriptor" in output.text
+
+
+async def test_a_file_held_only_in_another_mount_namespace_says_its_path_is_that_namespaces(
+    tmp_path: Path,
+) -> None:
+    """A container's process holding a deleted /var/log/app.log: that path, read on the host, is the host's
+    own /var/log/app.log (or nothing). The answer says whose view the name is in, and which process's."""
+    from tests.reclaim.test_reclaim import HOLDER as WRITES_DELETES_HOLDS
+    from tests.security.test_deleted_open_confinement import MOUNT_THEN_HOLD, needs_root_and_namespaces
+    from tests.security.test_deleted_open_confinement import holding as holding_in
+
+    unshare = needs_root_and_namespaces()
+    seen_there, lies_here = tmp_path / "ns" / "r", tmp_path / "ns" / "other"
+    seen_there.mkdir(parents=True)
+    lies_here.mkdir()
+    command = [unshare, "-m", "--propagation", "private", "sh", "-c", MOUNT_THEN_HOLD, "sh"]
+    argv = [*command, str(lies_here), str(seen_there), sys.executable, WRITES_DELETES_HOLDS]
+    with holding_in([*argv, str(seen_there / "app.log"), "3000000"]) as holder:
+        output = await call(top_n=100)
+    [found] = [f for f in output.structured["files"] if f["path"] == str(seen_there / "app.log")]
+    assert found["namespace_pid"] == holder.pid
+    assert f"app.log (deleted; its name in pid {holder.pid}'s mount namespace)" in output.text
+
+
+async def test_an_o_tmpfile_file_is_said_never_to_have_had_a_name(tmp_path: Path) -> None:
+    """The kernel names it DIR/#INODE, lsof too: a name nobody ever gave it, nowhere to look for it."""
+    script = (
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)\n"
+        "os.write(fd, b't' * 1_000_000); os.fsync(fd)\n"
+        "print(os.fstat(fd).st_ino, flush=True); sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        inode = int(child.stdout.readline())
+        output = await call(path=str(tmp_path), top_n=100)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    [found] = [f for f in output.structured["files"] if f["path"] == f"{tmp_path}/#{inode}"]
+    assert found["size_bytes"] == 1_000_000
+    assert (
+        f"{tmp_path}/#{inode} (deleted; never named: an O_TMPFILE file made in that directory)" in output.text
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.paths import PathPolicy
-from sysmcp.engine.procs import device_mount_points, process_deltas
+from sysmcp.engine.procs import device_mount_points, process_deltas, take_reading
 from sysmcp.engine.procs._diskio import ProcessIo, ProcessReading, device_name, read_processes
 from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ArgumentError
@@ -82,10 +84,9 @@ async def test_progress_is_reported_while_waiting_and_a_cancelled_call_stops_at_
     assert all(p["total"] == 60 for p in peer.progress if "message" in p)
 
 
-def test_a_process_started_in_the_window_counts_whole_and_one_unseen_at_the_start_not_at_all() -> None:
-    first = ProcessReading(100.0, {(1, 50.0): ProcessIo(1, 50.0, "old", "root", 10, 1000)})
+def test_a_process_started_in_the_window_counts_whole_and_one_unreadable_at_the_start_not_at_all() -> None:
+    first = ProcessReading({(1, 50.0): ProcessIo(1, 50.0, "old", "root", 10, 1000)}, refused={(3, 20.0)})
     second = ProcessReading(
-        102.0,
         {
             (1, 50.0): ProcessIo(1, 50.0, "old", "root", 10, 5000),
             (2, 101.0): ProcessIo(2, 101.0, "new", "root", 0, 700),  # started during the window
@@ -95,6 +96,40 @@ def test_a_process_started_in_the_window_counts_whole_and_one_unseen_at_the_star
     )
     moved = {(m.pid, m.command): m.write_bytes for m in process_deltas(first, second)}
     assert moved == {(1, "old"): 4000, (2, "new"): 700, (1, "reused"): 300}
+
+
+WRITES_THEN_WAITS = (
+    "import os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
+    "os.write(fd, b'w' * 2_000_000); os.fsync(fd)\n"
+    "print('written', flush=True); sys.stdin.read()\n"
+)
+
+
+@pytest.mark.skipif(
+    not platform.has_process_io_counters(), reason="no per-process I/O counters on this system"
+)
+def test_a_process_started_just_after_the_first_reading_counts_whole(tmp_path: Path) -> None:
+    """psutil's create time reads up to a second early (the boot time it rests on is in whole seconds):
+    a process started right after the window opened must not be taken for one older than the window."""
+    if not on_a_block_device(tmp_path):
+        pytest.skip("the temporary directory is on no block device (tmpfs): writes reach no storage")
+    first = take_reading(True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITES_THEN_WAITS, str(tmp_path / "out")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"written\n"
+        second = take_reading(True)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert first.processes is not None and second.processes is not None
+    moved = [m for m in process_deltas(first.processes, second.processes) if m.pid == child.pid]
+    assert [m.write_bytes >= 2_000_000 for m in moved] == [True]
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,10 @@ from sysmcp.engine.containers import _command, _model
 from sysmcp.engine.containers._api import Api
 from sysmcp.engine.containers._model import BuildCache, Container, Image, LogFile, Volume
 from sysmcp.engine.faults import NotFound, Unavailable
+from sysmcp.engine.mounts import MOUNTINFO, parse_mountinfo
 from sysmcp.engine.opens import closing_fd, open_parent, open_path, read_small_regular_at
 from sysmcp.engine.paths import PATH_MAX, escaped
-from sysmcp.engine.walk import walk_totals
+from sysmcp.engine.walk import Totals, walk_totals
 
 PARTS_KEPT = 50  # the data root's directories in a walk's answer, largest first
 KEPT_MAX = 1024 * 1024  # a container's file in the data root larger than this is not Docker's: not read
@@ -266,10 +267,57 @@ def _not_the_speakers(root: str, speaker: int | None) -> str | None:
     return None if owner == speaker else f"it is uid {owner}'s, not the engine's user's, uid {speaker}"
 
 
+def self_binds(root: str, mountinfo: str = MOUNTINFO) -> list[str]:
+    """The mount points under ``root`` that show the very directory they cover: a directory bind-mounted
+    on itself, as containers/storage does with its ``overlay/`` (its layers, writable layers included).
+    A walk that keeps to one filesystem does not enter a mount, but such a one hides nothing and shows
+    nothing from elsewhere: what lies there is the data root's own. Nearest the root first."""
+    try:
+        with open(mountinfo, "rb") as handle:
+            table = parse_mountinfo(handle.read())
+    except OSError:
+        return []
+    prefix = root.rstrip("/") + "/"
+    found = []
+    for mount in table.mounts:
+        point = mount.mount_point
+        if not point.startswith(prefix) or not mount.dev:
+            continue
+        covered = table.holding(os.path.dirname(point))  # the mount it sits on
+        if covered is None or covered.dev != mount.dev or covered.fs_type != mount.fs_type:
+            continue
+        inside = os.path.relpath(point, covered.mount_point)
+        if os.path.normpath(os.path.join(covered.root, inside)) == os.path.normpath(mount.root):
+            found.append(point)
+    return sorted(set(found), key=lambda point: (point.count("/"), point))
+
+
 def _walk(
     root: str, timeout_s: float, report: Callable[[int, int], None], cancel: Callable[[], None]
 ) -> DataRootWalk:
+    started = time.monotonic()
     whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
+    entered: list[str] = []
+    for point in self_binds(root):
+        if stopped is not None or any(point.startswith(done + "/") for done in entered):
+            continue  # out of time; or inside one walked already, which skipped it as a mount
+        left = timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            stopped = f"time budget of {timeout_s:g} s reached"
+            break
+        try:
+            mine, _, stopped, theirs = walk_totals(point, left, report, cancel)
+        except OSError:
+            continue  # gone, or unreadable: it stays a mount not entered
+        entered.append(point)
+        if skipped.as_dict().get("other_filesystem", 0) > 0:
+            skipped.add("other_filesystem", -1)  # counted as not entered by the walk that met it
+        skipped.merge(theirs.as_dict(), (os.path.join(os.path.relpath(point, root), n) for n in theirs.named))
+        top = os.path.relpath(point, root).split("/")[0]
+        for total in (whole, parts.setdefault(top, Totals())):
+            total.apparent += mine.apparent
+            total.blocks += mine.blocks
+            total.entries += mine.entries
     return DataRootWalk(
         apparent=whole.apparent,
         disk=whole.blocks * 512,

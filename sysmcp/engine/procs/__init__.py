@@ -19,6 +19,7 @@ from sysmcp.engine.procs._openfiles import (
     Scan,
     filesystem_of,
     link_confined,
+    mapped_anywhere,
     scan_processes,
 )
 
@@ -34,6 +35,7 @@ __all__ = [
     "files_written",
     "filesystem_of",
     "link_confined",
+    "mapped_anywhere",
     "process_deltas",
     "scan_processes",
     "take_reading",

@@ -37,27 +37,37 @@ class ProcessIo(NamedTuple):
 
 @dataclass(slots=True)
 class ProcessReading:
-    """Every readable process's counters at one moment, and how many could not be read."""
+    """Every readable process's counters at one moment, and which could not be read.
 
-    taken: float  # wall-clock time of the reading (process create times are wall-clock too)
+    A process is known by its pid and create time (pids are reused). Whether one in a later reading
+    was already running at this one is told by this reading having met it, never by comparing its
+    create time with a clock: psutil's create time rests on the boot time /proc/stat gives in whole
+    seconds, so it reads up to a second early, and a process started just after this reading would
+    look older than it."""
+
     processes: dict[tuple[int, float], ProcessIo] = field(default_factory=dict)
-    unreadable: int = 0
+    refused: set[tuple[int, float]] = field(default_factory=set)  # met, but its counters were refused
+
+    @property
+    def unreadable(self) -> int:
+        """How many processes' counters could not be read."""
+        return len(self.refused)
 
 
 def read_processes(cancel: Cancel = never_cancelled) -> ProcessReading:
     """Every readable process's cumulative storage I/O."""
-    reading = ProcessReading(time.time())
+    reading = ProcessReading()
     for process in psutil.process_iter(["pid", "name", "username", "create_time"]):
         cancel()
+        info = process.info
+        key = (info["pid"], info["create_time"] or 0.0)
         try:
             counters = process.io_counters()
         except psutil.AccessDenied:
-            reading.unreadable += 1
+            reading.refused.add(key)
             continue
         except psutil.Error:  # gone, or a zombie with nothing left to read
             continue
-        info = process.info
-        key = (info["pid"], info["create_time"] or 0.0)
         reading.processes[key] = ProcessIo(
             info["pid"],
             info["create_time"] or 0.0,
@@ -70,14 +80,15 @@ def read_processes(cancel: Cancel = never_cancelled) -> ProcessReading:
 
 
 def process_deltas(first: ProcessReading, second: ProcessReading) -> list[ProcessIo]:
-    """What each process read and wrote between the readings. A process started during the window
-    did all its I/O within it; one read only at the end but older than the window is left out."""
+    """What each process read and wrote between the readings. A process the first reading did not
+    meet started during the window (the first reading lists the processes after it begins) and did all
+    its I/O within it; one it met but could not read is left out: its share is unknown."""
     moved = []
     for key, now in second.processes.items():
         before = first.processes.get(key)
         if before is None:
-            if now.started < first.taken:
-                continue  # older than the window, unreadable at its start: its share is unknown
+            if key in first.refused:
+                continue  # running at the start, unreadable then: its share of the window is unknown
             read, written = now.read_bytes, now.write_bytes
         else:
             read, written = now.read_bytes - before.read_bytes, now.write_bytes - before.write_bytes

@@ -32,6 +32,8 @@ PROC = platform.PROC  # where processes are read (tests point the tools at a fak
 DELETED = " (deleted)"
 # (former path, stat, descriptor or None: mapped, mode, the filesystem's number: ``MountView.filesystem``)
 _Held = tuple[str, os.stat_result, int | None, str, int]
+# A deleted file's identity as a process's maps line gives it: (the filesystem's number, inode)
+_Mapping = tuple[int, int]
 
 
 @dataclass(slots=True)
@@ -43,6 +45,9 @@ class Holder:
     user: str | None
     fd: int | None  # None: held by a memory mapping, not a descriptor
     mode: str  # "r", "w", "rw" or "" when fdinfo could not be read; a mapping's "r" or "rw"
+    # The process has the file mapped into its memory (always, when ``fd`` is None): truncating the file
+    # under a mapping kills the process at its next touch of a page past the new end (SIGBUS).
+    mapped: bool = False
 
 
 @dataclass(slots=True)
@@ -59,6 +64,9 @@ class DeletedFile:
     # outside every root, whatever its path says.
     confined: bool = True
     fs: int | None = None  # its filesystem's number in the mount table where that is not ``dev`` (btrfs)
+    # None: ``path`` is as this server's mount namespace names it (a holder is in it); else the pid of a
+    # holder in another (a container's), whose view gives ``path``: here that path is another file, or none.
+    namespace_pid: int | None = None
 
     @property
     def filesystem(self) -> int:
@@ -69,6 +77,18 @@ class DeletedFile:
     def mapped_only(self) -> bool:
         """No descriptor holds it, only mappings: it cannot be truncated safely, only unmapped."""
         return all(holder.fd is None for holder in self.holders)
+
+    @property
+    def unnamed(self) -> bool:
+        """Made with O_TMPFILE (a runtime's temporary file): it never had a name, and the kernel shows
+        ``DIR/#INODE`` for it, the directory it was made in."""
+        return os.path.basename(self.path) == f"#{self.ino}"
+
+    @property
+    def mapped(self) -> bool:
+        """Some holder has it mapped, with a descriptor or without: truncating it, even through a
+        descriptor, would kill that holder (SIGBUS); only a restart frees it safely."""
+        return any(holder.mapped for holder in self.holders)
 
 
 @dataclass(slots=True)
@@ -147,13 +167,17 @@ class MountView:
         mount = None if mount_id is None else self._by_id.get(mount_id)
         return st_dev if mount is None else mount.number(st_dev)
 
+    def ours(self, pid: int) -> bool:
+        """Process ``pid`` is in this server's mount namespace (False when that cannot be read)."""
+        found = self._ours.get(pid)
+        if found is None:
+            found = self._ours[pid] = (
+                self.namespace is not None and _namespace(self.proc, str(pid)) == self.namespace
+            )
+        return found
+
     def names(self, pid: int, path: str, dev: int) -> bool:
-        if self.namespace is None or self.table is None:
-            return False
-        ours = self._ours.get(pid)
-        if ours is None:
-            ours = self._ours[pid] = _namespace(self.proc, str(pid)) == self.namespace
-        if not ours:
+        if self.namespace is None or self.table is None or not self.ours(pid):
             return False
         mount = self.table.holding(os.path.normpath(path))  # the mount a lookup of the path reaches
         return mount is not None and mount.dev_matches(dev)
@@ -182,6 +206,42 @@ def link_confined(link: bytes, dev: int) -> bool:
     path = os.fsdecode(target[: -len(DELETED)])
     view = MountView(os.path.dirname(base))
     return view.names(int(pid), path, view.filesystem(int(pid), os.path.basename(os.fsdecode(link)), dev))
+
+
+def mapped_anywhere(link: bytes, dev: int, ino: int) -> bool:
+    """Whether any process whose maps can be read has the deleted file ``(dev, ino)`` mapped now (the
+    /proc tree is the one ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before
+    truncating it, which would kill such a process (SIGBUS). A mapping of the same inode number whose
+    ``map_files`` may not be looked at counts as one: never truncated on a guess."""
+    proc = os.path.dirname(os.path.dirname(os.path.dirname(os.fsdecode(link))))
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return True
+    number = str(ino).encode()
+    for pid in pids:
+        base = os.path.join(proc, pid)
+        try:
+            with open(os.path.join(base, "maps"), "rb") as handle:
+                spans = [
+                    fields[0]
+                    for line in handle
+                    if line.endswith(b" (deleted)\n")
+                    and len(fields := line.split(maxsplit=5)) == 6
+                    and fields[4] == number
+                ]
+        except OSError:
+            continue  # gone, or another user's: not seen by the plan's scan either
+        for span in spans:
+            try:
+                st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
+            except PermissionError:
+                return True
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                return True
+    return False
 
 
 def scan_processes(
@@ -223,13 +283,20 @@ def scan_processes(
                 mode, fs = platform.fd_access_mode(proc, pid, fd), view.filesystem(pid, fd, st.st_dev)
                 held.append((target[: -len(DELETED)], st, int(fd), mode, fs))
         identity: tuple[str, str | None] | None = None
-        for path, st, fd_number, mode, fs in [*held, *_mapped(proc, pid, scan)]:
+        mapped, also_mapped = _mapped(proc, pid, scan, held)
+        for path, st, fd_number, mode, fs in [*held, *mapped]:
             found = scan.file(path, st, fs)
             if fd_number is None and any(holder.pid == pid for holder in found.holders):
-                continue  # mapped, and held by a descriptor too: that one is named
-            found.confined = found.confined and view.names(pid, found.path, found.filesystem)
+                continue  # mapped, and held by a descriptor too: that one is named (and marked mapped)
+            ours = view.ours(pid)
+            if not found.holders:
+                found.namespace_pid = None if ours else pid
+            elif ours and found.namespace_pid is not None:  # named first from a container's view:
+                found.path, found.namespace_pid = path, None  # this server's name for it instead
+            found.confined = found.confined and view.names(pid, path, found.filesystem)
             identity = identity or _identity(pid)
-            found.holders.append(Holder(pid, identity[0], identity[1], fd_number, mode))
+            is_mapped = fd_number is None or (st.st_dev, st.st_ino) in also_mapped
+            found.holders.append(Holder(pid, identity[0], identity[1], fd_number, mode, is_mapped))
     return scan
 
 
@@ -287,38 +354,57 @@ def open_for_writing(proc: str, pid: int, view: MountView) -> list[WrittenFile]:
     return written
 
 
-def _mapped(proc: str, pid: int, scan: Scan) -> list[_Held]:
-    """The deleted files process ``pid`` has mapped, each once, with no descriptor; those whose size
-    may not be read are counted in ``scan`` instead."""
+def _mapped(proc: str, pid: int, scan: Scan, held: list[_Held]) -> tuple[list[_Held], set[_Mapping]]:
+    """The deleted files process ``pid`` has mapped, each once, with no descriptor, and which of the
+    files it holds by a descriptor (``held``) it has mapped too, by ``(st_dev, st_ino)``. A mapping is
+    known by what ``map_files`` reaches; where that needs more privilege than the process's own user has,
+    by its maps line's filesystem and inode, which on btrfs can be another subvolume's file of the same
+    inode number: then a held file is taken as mapped (no truncation advised, the safe side), and a mapped
+    file no descriptor reaches is counted in ``scan`` as not sized."""
     base = os.path.join(proc, str(pid))
     try:
         with open(os.path.join(base, "maps"), "rb") as handle:
             lines = [line for line in handle if line.endswith(b" (deleted)\n")]
     except OSError:
-        return []  # gone, or another user's: its descriptors were already counted as unreadable
-    seen: set[tuple[bytes, bytes]] = set()
+        return [], set()  # gone, or another user's: its descriptors were already counted as unreadable
+    by_line: dict[_Mapping, set[_Mapping]] = {}  # (filesystem, inode) as maps gives it: the held files
+    for _, st, _, _, fs in held:
+        by_line.setdefault((fs, st.st_ino), set()).add((st.st_dev, st.st_ino))
+    seen: set[_Mapping] = set()  # files met, by stat
+    unsized: set[_Mapping] = set()  # files not reached, by maps line
     found: list[_Held] = []
+    also: set[_Mapping] = set()
     for line in lines:
         fields = line.rstrip(b"\n").split(maxsplit=5)
         if len(fields) < 6 or fields[4] == b"0" or not fields[5].startswith(b"/"):
             continue  # anonymous memory, or not a file
         span, perms, _, device, inode, name = fields
-        if (device, inode) in seen:
-            continue  # one mapping per segment: the same file several times
-        seen.add((device, inode))
+        major, _, minor = device.partition(b":")  # in hex: the filesystem's number, not st_dev on btrfs
+        try:
+            fs, number = os.makedev(int(major, 16), int(minor, 16)), int(inode)
+        except ValueError:
+            continue  # not a maps line
         try:
             st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
-        except PermissionError:
-            scan.mappings_not_sized += 1  # map_files wants CAP_SYS_ADMIN on some kernels
+        except PermissionError:  # map_files wants CAP_SYS_ADMIN on some kernels
+            if (fs, number) in by_line:
+                also.update(by_line[(fs, number)])  # sized, and named, through its descriptor
+            elif (fs, number) not in unsized:
+                unsized.add((fs, number))
+                scan.mappings_not_sized += 1
             continue
         except OSError:
             continue
-        if st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            continue  # one mapping per segment: the same file several times
+        seen.add(key)
+        if any(key in files for files in by_line.values()):
+            also.add(key)  # sized, and named, through its descriptor
+        elif st.st_nlink == 0 and stat.S_ISREG(st.st_mode):
             mode = "rw" if perms[1:2] == b"w" and perms[3:4] == b"s" else "r"
-            major, _, minor = device.partition(b":")  # in hex: the filesystem's number, not st_dev on btrfs
-            fs = os.makedev(int(major, 16), int(minor, 16))
             found.append((os.fsdecode(name[: -len(DELETED)]), st, None, mode, fs))
-    return found
+    return found, also
 
 
 def filesystem_of(table: MountTable, dev: int) -> Mount | None:

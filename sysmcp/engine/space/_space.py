@@ -41,7 +41,8 @@ from sysmcp.engine.walk import Budget
 @dataclass(frozen=True, slots=True)
 class HeldOpen:
     """A deleted file some process still holds: its former path, blocks, holders (pid, command) and
-    the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: only mapped)."""
+    the first holder's descriptor to truncate it through (``/proc/PID/fd/N``; None: some process has it
+    mapped, and truncating it would kill that process with SIGBUS)."""
 
     path: str
     dev: int
@@ -74,7 +75,7 @@ def deleted_provider(proc: str = PROC) -> Callable[[Cancel], DeletedScan]:
         files = []
         for f in found.files.values():
             theirs = [h for h in f.holders if h.pid != server]
-            held = next((h for h in theirs if h.fd is not None), None)
+            held = None if f.mapped else next((h for h in theirs if h.fd is not None), None)
             link = None if held is None else os.path.join(proc, str(held.pid), "fd", str(held.fd))
             if theirs:
                 holders = tuple((h.pid, h.command) for h in theirs)

@@ -7,7 +7,7 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
-from sysmcp.engine.walk._totals import walk_totals
+from sysmcp.engine.walk._totals import Totals, walk_totals
 from sysmcp.engine.walk._types import Listing, ScanConfig, SkipCounter, Subtree, SubtreeTotals, WalkOptions
 from sysmcp.engine.walk._walk import NEVER, Scanner, join, walk_files
 
@@ -24,6 +24,7 @@ __all__ = [
     "SortedRuns",
     "Subtree",
     "SubtreeTotals",
+    "Totals",
     "WalkOptions",
     "join",
     "mount_table",

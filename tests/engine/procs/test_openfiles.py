@@ -7,8 +7,13 @@ that was unlinked while open, so ``stat`` through the link sees link count 0 as 
 
 from __future__ import annotations
 
+import ctypes
+import json
+import mmap
 import os
-from collections.abc import Iterator
+import pwd
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +26,7 @@ from sysmcp.tools.errors import words
 #: Above the largest pid Linux hands out (2**22): no real process answers psutil for it.
 PID = 4_194_399
 SIZE = 20_000
+PR_SET_DUMPABLE = 4  # prctl(2)
 
 needs_real_proc_fd = pytest.mark.skipif(
     not os.path.isdir("/proc/self/fd"), reason="the held file is reached through /proc/self/fd (Linux)"
@@ -92,6 +98,80 @@ def test_a_file_only_mapped_is_held_by_a_mapping_and_a_process_gone_is_counted(
     assert (scan.processes, scan.vanished) == (1, 1)
     [found] = scan.files.values()
     assert found.mapped_only and [(h.pid, h.fd, h.mode) for h in found.holders] == [(PID, None, "r")]
+
+
+def as_nobody(work: Callable[[], bytes]) -> tuple[int, Callable[[], bytes]]:
+    """``work`` run in a forked child turned into 'nobody': its pid, and what waits for its report (its
+    result written to a pipe, then it waits for the pipe back to close before it leaves)."""
+    nobody = pwd.getpwnam("nobody")
+    report_r, report_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop privileges, work, report, hold, and leave without running any cleanup
+        code = 1
+        try:
+            os.close(report_r)
+            os.close(hold_w)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            # A process that changed its user is not dumpable: its /proc entries stay root's. A service
+            # started as its user is; so is this child again.
+            ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+            os.write(report_w, work() + b"\n")
+            os.read(hold_r, 1)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(report_w)
+    os.close(hold_r)
+    reader = os.fdopen(report_r, "rb")
+
+    def finish() -> bytes:
+        os.close(hold_w)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        return b""
+
+    line = reader.readline()
+    reader.close()
+    return pid, lambda: line + finish()
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_file_a_process_holds_and_maps_is_marked_mapped_even_where_its_user_cannot_read_map_files() -> None:
+    """A database's way: its file open and mapped. Scanned by its own user, who may read its maps but
+    not always its map_files (CAP_SYS_ADMIN on some kernels): the descriptor's file is still told mapped,
+    which is what forbids truncating it (SIGBUS)."""
+    nobody = pwd.getpwnam("nobody")
+    place = tempfile.mkdtemp(prefix="sysmcp-mapped-")
+    os.chown(place, nobody.pw_uid, nobody.pw_gid)
+    name = os.path.join(place, "data.mdb")
+    kept: list[object] = []
+
+    def hold() -> bytes:
+        handle = open(name, "w+b")  # noqa: SIM115 - held until the process ends
+        handle.write(b"d" * 65536)
+        handle.flush()
+        kept.extend([handle, mmap.mmap(handle.fileno(), 0)])  # mmap keeps a descriptor of its own
+        os.unlink(name)
+        return b"mapped"
+
+    def scan() -> bytes:
+        found = [f for f in scan_processes().files.values() if f.path == name]
+        return json.dumps([[(h.pid, h.fd is not None, h.mapped) for h in f.holders] for f in found]).encode()
+
+    try:
+        holder, held = as_nobody(hold)
+        try:
+            _, scanned = as_nobody(scan)
+            report = json.loads(scanned())
+        finally:
+            assert held() == b"mapped\n"
+        assert report == [[[holder, True, True], [holder, True, True]]]
+    finally:
+        os.rmdir(place)
 
 
 def test_a_proc_that_cannot_be_listed_is_an_engine_error_naming_the_cause(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -367,6 +368,32 @@ def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_p
         pytest.skip("no /proc/PID/fd on this system: nothing is scanned")
     assert all(os.getpid() not in [pid for pid, _ in f.holders] for f in scan.files)
     assert not any(f.path.startswith(str(gone)) for f in scan.files)
+
+
+def test_a_deleted_file_its_holder_has_mapped_gives_no_descriptor_to_truncate_through(tmp_path: Path) -> None:
+    """explain's next step runs `: > /proc/PID/fd/N` on the descriptor given: through a mapped file's, that
+    kills the holder at its next touch of the mapping (SIGBUS)."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("no /proc/PID/fd on this system: nothing is scanned")
+    database = tmp_path / "data.mdb"
+    script = (
+        "import mmap, os, sys\n"
+        "handle = open(sys.argv[1], 'w+b'); handle.write(b'd' * 65536); handle.flush()\n"
+        "pages = mmap.mmap(handle.fileno(), 0); os.unlink(sys.argv[1])\n"
+        "print('mapped', flush=True); sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(database)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"mapped\n"
+        scan = deleted_provider()(lambda: None)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    [found] = [f for f in scan.files if f.path == str(database)]
+    assert {pid for pid, _ in found.holders} == {holder.pid} and found.descriptor is None
 
 
 async def explain_tool(
