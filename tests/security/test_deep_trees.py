@@ -1,0 +1,45 @@
+"""Trees nested deeper than the descriptors a process may hold, under a server started with the
+common soft limit of 1,024 open files: every tool that follows such a tree answers for all of it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.deep_trees import DEPTH, nest, put, server_with_limit
+from tests.wire import result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+#: Every how many levels a file is put: a manifest of them all is long enough to be checked in ranges.
+EVERY = 10
+
+
+def deep_tree(base: Path) -> list[str]:
+    """A tree ``DEPTH`` levels deep with a file every ``EVERY`` levels; its manifest lines, deepest last."""
+    levels = nest(base, DEPTH)
+    lines = []
+    for level in range(EVERY, DEPTH + 1, EVERY):
+        data = f"level {level}\n".encode()
+        put(base, f"{levels[level - 1]}/f", data)
+        lines.append(f"{hashlib.sha256(data).hexdigest()}  {levels[level - 1]}/f\n")
+    return lines
+
+
+async def test_verify_checksums_under_roots_checks_entries_deeper_than_the_descriptor_limit(
+    deep_path: Path,
+) -> None:
+    tree = deep_path / "tree"
+    lines = deep_tree(tree)
+    (tree / "DEEPEST.SHA256SUMS").write_text(lines[-1])
+    (tree / "ALL.SHA256SUMS").write_text("".join(lines))  # past 160 KiB: checked in ranges by children
+    assert (tree / "ALL.SHA256SUMS").stat().st_size > 160 << 10
+    async with spawn("--no-history", "--root", str(deep_path), command=server_with_limit()) as wire:
+        await wire.initialize()
+        for manifest, count in (("DEEPEST.SHA256SUMS", 1), ("ALL.SHA256SUMS", len(lines))):
+            reply = await wire.call("verify_checksums", {"manifest": str(tree / manifest)})
+            text = result_text(reply)
+            assert reply["result"]["isError"] is False, text
+            assert f"{count} OK, 0 FAILED, 0 MISSING, 0 unreadable" in text, text
