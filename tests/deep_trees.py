@@ -11,7 +11,7 @@ import os
 import resource
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: A common default soft limit of open files (systemd's, most desktops'): what a host may start sysmcp with.
@@ -79,6 +79,24 @@ def server_with_limit(limit: int = COMMON_LIMIT) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def lowered(limit: int) -> None:
-    """Lower this process's soft limit of open files (for a forked child that runs an engine)."""
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+def under_limit(work: Callable[[], object], limit: int = COMMON_LIMIT) -> str:
+    """``str(work())`` run in a forked child whose soft limit of open files is ``limit`` (or the
+    ``repr`` of what it raised): this process keeps its own limit and descriptors."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.close(read)
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+            answer = str(work())
+        except BaseException as exc:
+            answer = repr(exc)
+        finally:
+            os.write(write, answer.encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        answer = said.read().decode()
+    os.waitpid(child, 0)
+    return answer

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sysmcp.engine.opens import KEPT_LEVELS, Parents
-from tests.deep_trees import COMMON_LIMIT, DEPTH, lowered, nest, put
+from tests.deep_trees import COMMON_LIMIT, DEPTH, nest, put, under_limit
 
 
 def open_descriptors() -> int:
@@ -105,20 +105,10 @@ def test_the_descriptor_limit_of_a_common_desktop_does_not_stop_a_path_thousands
     levels = nest(deep_path, DEPTH)
     put(deep_path, levels[-1] + "/f", b"deepest")
     target = os.fsencode(deep_path) + b"/" + levels[-1].encode() + b"/f"
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            lowered(COMMON_LIMIT)
-            with Parents() as parents:
-                dir_fd, last = parents.parent(target)
-                os.write(write, str(os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_size).encode())
-        except BaseException as exc:
-            os.write(write, repr(exc).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as said:
-        answer = said.read().decode()
-    os.waitpid(child, 0)
-    assert answer == "7"
+
+    def size_of_the_deepest_file() -> int:
+        with Parents() as parents:
+            dir_fd, last = parents.parent(target)
+            return os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_size
+
+    assert under_limit(size_of_the_deepest_file, COMMON_LIMIT) == "7"
