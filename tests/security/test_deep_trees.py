@@ -43,3 +43,34 @@ async def test_verify_checksums_under_roots_checks_entries_deeper_than_the_descr
             text = result_text(reply)
             assert reply["result"]["isError"] is False, text
             assert f"{count} OK, 0 FAILED, 0 MISSING, 0 unreadable" in text, text
+
+
+#: A soft limit below the walk's own budget of descriptors (64): any tree deeper runs out mid-call.
+SCANT_LIMIT = 56
+
+
+async def test_a_call_out_of_descriptors_is_a_marked_partial_answer_and_the_server_goes_on(
+    deep_path: Path,
+) -> None:
+    tree = deep_path / "tree"
+    levels = nest(tree, 300)
+    for level in (levels[0], levels[-1]):
+        put(tree, f"{level}/copy", b"the same bytes")
+    (deep_path / "flat").mkdir()
+    (deep_path / "flat" / "f").write_bytes(b"x")
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call("dir_usage", {"path": str(tree)})
+        text = result_text(reply)
+        assert reply["result"]["isError"] is False, text
+        assert reply["result"]["structuredContent"]["complete"] is False
+        assert "PARTIAL RESULT" in text and f"limit of {SCANT_LIMIT} open files reached" in text, text
+        assert "unreadable" not in text and "vanished" not in text, text
+        reply = await wire.call("reclaim_plan", {"path": str(tree), "duplicates": True})
+        text = result_text(reply)
+        assert "the search for duplicates stopped early (out of file descriptors" in text, text
+        assert "nothing found: " not in text or "duplicate" not in text.split("nothing found: ")[1], text
+        reply = await wire.call("dir_usage", {"path": str(deep_path / "flat")})  # still serving, in full
+        assert reply["result"]["structuredContent"]["complete"] is True, result_text(reply)
