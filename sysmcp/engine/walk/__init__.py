@@ -4,7 +4,7 @@
 This is the room's front door: other rooms import these names from here, never a private module.
 """
 
-from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, throttled
+from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import walk_totals
@@ -28,6 +28,7 @@ __all__ = [
     "WalkOptions",
     "join",
     "mount_table",
+    "out_of_descriptors",
     "read_run",
     "throttled",
     "walk_files",
