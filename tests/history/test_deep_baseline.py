@@ -33,3 +33,17 @@ def test_a_file_deeper_than_the_descriptor_limit_is_in_the_baseline_and_still_th
 
     assert under_limit(recorded) == str(["d/f", "d/g"])
     assert under_limit(still_there) == "True"
+
+
+def test_a_file_no_descriptor_was_left_to_reach_is_not_called_gone(deep_path: Path) -> None:
+    """Out of descriptors on the way to a baseline's file tells nothing of it: not removed."""
+    levels = nest(deep_path, 40)
+    put(deep_path, f"{levels[-1]}/f", b"deepest")
+    spare = os.dup(0)
+    os.close(spare)
+
+    def still_there() -> bool:
+        with Parents() as parents:
+            return _still_there(parents, os.fsencode(deep_path), f"{levels[-1]}/f".encode())
+
+    assert under_limit(still_there, spare + 2) == "True"
