@@ -7,9 +7,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests import words
+from tests.deep_trees import removed_after
 from tests.profile import apply_to_this_process
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
     from sysmcp.tools.registry import ToolContext
     from tests.harness import RecordingPeer
 
@@ -22,6 +26,15 @@ words.install()  # every text answer the suite sees, checked for "1 files" at th
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def deep_path(tmp_path: Path) -> Iterator[Path]:
+    """A directory for a tree nested thousands of levels deep (``tests/deep_trees.py``), removed by
+    ``rm -rf`` at the end: pytest's own cleanup of ``tmp_path`` recurses and fails on such a tree."""
+    with removed_after(tmp_path / "deep") as base:
+        base.mkdir()
+        yield base
 
 
 @pytest.fixture

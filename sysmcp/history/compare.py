@@ -21,7 +21,7 @@ from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
-from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions
+from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions, out_of_descriptors
 from sysmcp.history import state
 from sysmcp.history.diff import (
     BaselineDiff,
@@ -345,14 +345,17 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
 
 def _still_there(parents: Parents, root: bytes, relative: bytes) -> bool:
     """Whether a baseline file the tree hashed now left out is still there: a regular file now (reached
-    without following a symlink on the way), or behind a directory this user may not search, which
-    tells nothing of it. Gone, a symlink or a directory now, or behind a symlink: not there."""
+    without following a symlink on the way), or behind a directory this user may not search or that no
+    descriptor was left to open (EMFILE, ENFILE), which tells nothing of it. Gone, a symlink or a
+    directory now, or behind a symlink: not there."""
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
         return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except PermissionError:
         return True
-    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+    except OSError as exc:
+        return out_of_descriptors(exc)
+    except ValueError:  # a stored name that is not normalised ('../x')
         return False
 
 

@@ -128,9 +128,17 @@ PATHS_SHOWN = 5
 def duplicate_groups(
     roots: Sequence[Path], progress: Progress = no_progress, cancel: Cancel = never_cancelled
 ) -> list[list[tuple[bytes, os.stat_result]]]:
+    """``duplicate_search``'s groups, whether or not the search ran to its end."""
+    return duplicate_search(roots, progress, cancel)[0]
+
+
+def duplicate_search(
+    roots: Sequence[Path], progress: Progress = no_progress, cancel: Cancel = never_cancelled
+) -> tuple[list[list[tuple[bytes, os.stat_result]]], str | None]:
     """The one adapter to ``find_duplicates``: its groups over every one of ``roots`` (a copy under one
     and a copy under another are duplicates) as absolute paths, each with what its open descriptor was
-    when its bytes were hashed (the plan's identity of it, not a later look)."""
+    when its bytes were hashed (the plan's identity of it, not a later look); and why the search stopped
+    early, if it did (its deadline, no descriptor left), so a plan never reads as "no duplicates" then."""
     from sysmcp.engine.duplicates import DuplicatesRequest, find_duplicates
     from sysmcp.engine.walk import WalkOptions
 
@@ -140,10 +148,11 @@ def duplicate_groups(
     )
     search = find_duplicates(request, progress, cancel)
     joined = request.base.rstrip(b"/") + b"/"
-    return [
+    groups = [
         [(joined + os.fsencode(c.relative), st) for c in group.copies if (st := c.stat()) is not None]
         for group in search.groups
     ]
+    return groups, search.stopped
 
 
 def item_view(item: Item) -> PlanItem:
@@ -281,12 +290,18 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     looked = [name for name in CLASS_NAMES if name in (CLASSES if wanted is None else wanted)]
     if args.get("duplicates") and "duplicate" not in looked:
         looked.append("duplicate")
-    duplicates = await ctx.run_engine(duplicate_groups, paths) if "duplicate" in looked else []
+    duplicates, stopped = (
+        await ctx.run_engine(duplicate_search, paths) if "duplicate" in looked else ([], None)
+    )
     scope = tuple(os.fsencode(root) for root in paths)
     request = PlanRequest(scope, classes=None if wanted is None else tuple(wanted), duplicates=duplicates)
     plan = await ctx.run_engine(build_plan, request)
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
-    text = render(plan, shown, reclaim_served="reclaim" in ctx.served) + "\n" + checked_words(plan, looked)
+    text = (
+        render(plan, shown, reclaim_served="reclaim" in ctx.served)
+        + "\n"
+        + checked_words(plan, looked, stopped)
+    )
     if plan.items:  # an empty plan is nothing to keep talking about
         text += kept_words(kept)
     text = text.rstrip("\n")
@@ -326,15 +341,24 @@ def refuse_pseudo(path: Path) -> None:
         )
 
 
-def checked_words(plan: Plan, looked: list[str]) -> str:
-    """The classes looked for with nothing found, so that "none" never reads as "not checked"."""
+def checked_words(plan: Plan, looked: list[str], duplicates_stopped: str | None = None) -> str:
+    """The classes looked for with nothing found, so that "none" never reads as "not checked"; and a
+    search for duplicates that stopped early, which found what it found, not all there is."""
     found = {item.klass for item in plan.items}
-    empty = [name for name in looked if name not in found]
+    empty = [
+        name for name in looked if name not in found and not (name == "duplicate" and duplicates_stopped)
+    ]
+    cut = (
+        f"PARTIAL: the search for duplicates stopped early ({duplicates_stopped}); duplicates not confirmed by "
+        "then are not in this plan.\n"
+        if duplicates_stopped
+        else ""
+    )
     if "deleted_open" in empty and os.geteuid() != 0:  # only this user's processes could be read
         empty[empty.index("deleted_open")] = (
             "deleted_open (among this user's processes: other users' need root)"
         )
-    return f"Checked, nothing found: {', '.join(empty)}.\n" if empty else ""
+    return cut + (f"Checked, nothing found: {', '.join(empty)}.\n" if empty else "")
 
 
 def nothing_to_do(plan: Plan) -> str:

@@ -25,6 +25,7 @@ from sysmcp.engine.hashing._checksums import (
     one_shot,
 )
 from sysmcp.engine.opens import Parents, kind, open_regular_at, read_small_regular_at
+from sysmcp.engine.walk import OutOfDescriptors, out_of_descriptors
 
 #: NOT_CHECKED: the time budget ran out before this entry was looked at or hashed.
 Status = Literal["OK", "FAILED", "MISSING", "UNREADABLE", "NOT_CHECKED"]
@@ -183,6 +184,8 @@ def check_file(
     except FileNotFoundError:
         return MISSING_CODE, "", 0
     except OSError as exc:
+        if out_of_descriptors(exc):  # nothing about the file: the check stops, the rest NOT_CHECKED
+            raise OutOfDescriptors(exc) from None
         return UNREADABLE_CODE, explain(exc), 0
     read = 0
     try:
@@ -223,6 +226,8 @@ def look(path: bytes, parents: Parents | None = None) -> os.stat_result | tuple[
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return MISSING_CODE, "", 0
+        if out_of_descriptors(exc):  # a directory on the way (confined) could not be opened: no fact of it
+            raise OutOfDescriptors(exc) from None
         return UNREADABLE_CODE, explain(exc) or "unreadable", 0
     if not stat.S_ISREG(looked.st_mode):
         return UNREADABLE_CODE, f"not a regular file: {kind(looked.st_mode)}", 0

@@ -5,6 +5,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.opens._safeopen import (
+    KEPT_LEVELS,
     S_IFMT,
     FileSwap,
     NotRegularFile,
@@ -21,6 +22,7 @@ from sysmcp.engine.opens._safeopen import (
 )
 
 __all__ = [
+    "KEPT_LEVELS",
     "S_IFMT",
     "FileSwap",
     "NotRegularFile",

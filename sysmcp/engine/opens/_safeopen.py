@@ -122,17 +122,31 @@ def open_parent(path: str | os.PathLike[str], step: int = _STEP) -> tuple[int, b
     return current, parts[-1]
 
 
+#: The directories ``Parents`` keeps open per thread besides "/": those of the path's last levels. Why a
+#: bound: a tree can be nested far deeper than the process may hold descriptors (1,024 is a common soft
+#: limit), and one descriptor per level would fail a path thousands of levels deep on ``EMFILE``.
+KEPT_LEVELS = 16
+
+
 class Parents:
     """The parent directories of many resolved paths, each reached as ``open_parent`` reaches it, the
     descriptors on the way kept for the next path: a sorted manifest's next entry costs no ``openat``
     but its own, or the components that differ. Each thread keeps its own (a hashing pool may share
     one); ``close()`` closes them all, once the threads are done (``with Parents() as parents``
     closes them on the way out).
+
+    At most ``kept`` directories of a thread's path stay open besides "/" (its deepest ones), however
+    deep the path: a path that leaves the kept ones for a shallower level is reached again by name from
+    the nearest directory still open, each step ``O_NOFOLLOW`` as ``open_parent`` takes it. No identity
+    is compared there: a kept descriptor only saves the steps, and the directory reached by name now is
+    the one ``open_parent`` would reach, by the same rules.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept: int = KEPT_LEVELS) -> None:
+        self._kept = max(1, kept)
         self._local = threading.local()
-        self._chains: list[list[tuple[bytes, int]]] = []  # per thread: (component, descriptor), "/" first
+        # per thread: (component, descriptor), "/" first; None: closed to keep the bound, reached again by name
+        self._chains: list[list[tuple[bytes, int | None]]] = []
 
     def parent(self, path: bytes) -> tuple[int, bytes]:
         """``path``'s parent directory (kept open here: the caller must not close it) and its final name
@@ -142,11 +156,11 @@ class Parents:
             raise ValueError("Parents needs absolute, normalised paths")
         local = self._local
         if getattr(local, "head", None) == head:
-            return local.chain[-1][1], last or b"."
+            return local.fd, last or b"."
         parts = [p for p in head.split(b"/") if p]
         if not path.startswith(b"/") or any(p in (b".", b"..") for p in parts):
             raise ValueError("Parents needs absolute, normalised paths")
-        chain: list[tuple[bytes, int]] | None = getattr(local, "chain", None)
+        chain: list[tuple[bytes, int | None]] | None = getattr(local, "chain", None)
         if chain is None:
             chain = local.chain = [(b"/", os.open(b"/", _STEP))]
             self._chains.append(chain)
@@ -155,12 +169,22 @@ class Parents:
         while kept < len(chain) and kept <= len(parts) and chain[kept][0] == parts[kept - 1]:
             kept += 1
         for _, fd in chain[kept:]:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
         del chain[kept:]
+        current = chain[-1][1]
+        if current is None:  # closed for the bound: reached again from the nearest one still open
+            current = _reach_again(chain)
+        closing = len(chain) - self._kept  # the level whose descriptor the next step closes
         for name in parts[kept - 1 :]:  # an error leaves a shorter chain, still right, for the next path
-            chain.append((name, _step(name, chain[-1][1], _STEP)))
-        local.head = head
-        return chain[-1][1], last or b"."
+            current = _step(name, current, _STEP)
+            chain.append((name, current))
+            if closing > 0 and (fd := chain[closing][1]) is not None:
+                os.close(fd)
+                chain[closing] = (chain[closing][0], None)
+            closing += 1
+        local.head, local.fd = head, current
+        return current, last or b"."
 
     def __enter__(self) -> Parents:
         return self
@@ -171,10 +195,33 @@ class Parents:
     def close(self) -> None:
         for chain in self._chains:
             for _, fd in chain:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             chain.clear()
         self._chains.clear()
         self._local = threading.local()
+
+
+def _reach_again(chain: list[tuple[bytes, int | None]]) -> int:
+    """Open the chain's last directory again, step by step from the deepest one still open, holding one
+    descriptor on the way; on an error the chain ends at that open one (still right for the next path)."""
+    start = max(i for i, (_, fd) in enumerate(chain) if fd is not None)
+    current = chain[start][1]
+    assert current is not None
+    owned = False
+    try:
+        for name, _ in chain[start + 1 :]:
+            following = _step(name, current, _STEP)
+            if owned:
+                os.close(current)
+            current, owned = following, True
+    except BaseException:
+        if owned:
+            os.close(current)
+        del chain[start + 1 :]
+        raise
+    chain[-1] = (chain[-1][0], current)
+    return current
 
 
 def _step(name: bytes, dir_fd: int, flags: int) -> int:

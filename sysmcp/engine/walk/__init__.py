@@ -4,7 +4,7 @@
 This is the room's front door: other rooms import these names from here, never a private module.
 """
 
-from sysmcp.engine.walk._budget import Budget, ScanStopped, throttled
+from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors, throttled
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import Totals, walk_totals
@@ -17,6 +17,7 @@ __all__ = [
     "Budget",
     "Listing",
     "MountPoint",
+    "OutOfDescriptors",
     "ScanConfig",
     "ScanStopped",
     "Scanner",
@@ -28,6 +29,7 @@ __all__ = [
     "WalkOptions",
     "join",
     "mount_table",
+    "out_of_descriptors",
     "read_run",
     "throttled",
     "walk_files",

@@ -7,7 +7,9 @@ deadline it raises ``ScanStopped``, which ends the work cleanly with a partial r
 
 from __future__ import annotations
 
+import errno
 import math
+import resource  # imported with the walk: out of descriptors, an import could not open its file
 import time
 from collections.abc import Callable
 
@@ -20,6 +22,34 @@ class ScanStopped(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+#: What ``open`` says when no descriptor is left: the process's limit (EMFILE) or the system's table
+#: (ENFILE). Nothing about the file opened: a walk that met it stops, its result partial.
+NO_DESCRIPTOR_LEFT = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+class OutOfDescriptors(ScanStopped):
+    """The walk stopped because the process (or the whole system) had no file descriptor left to open the
+    next directory with: a fact about sysmcp's limits, not the tree, so it ends the walk as a deadline does
+    (what was seen is kept and marked partial) instead of counting the directory unreadable or gone."""
+
+    def __init__(self, exc: OSError) -> None:
+        if exc.errno == errno.ENFILE:
+            reason = "out of file descriptors, the system's table of open files is full (fs.file-max)"
+        else:
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            held = "" if limit == resource.RLIM_INFINITY else f" of {limit:,}"
+            reason = (
+                f"out of file descriptors, this process's limit{held} open files reached; raise it with "
+                "ulimit -n or a service's LimitNOFILE=, or run fewer calls at once"
+            )
+        super().__init__(reason)
+
+
+def out_of_descriptors(exc: OSError) -> bool:
+    """Whether ``exc`` says no descriptor was left (``OutOfDescriptors``), not anything about the file."""
+    return exc.errno in NO_DESCRIPTOR_LEFT
 
 
 class Budget:

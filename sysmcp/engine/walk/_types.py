@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from sysmcp.engine.walk._budget import out_of_descriptors
+
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # An entry's kind: ``st_mode & S_IFMT`` (one mask, no call per entry), compared with these.
 S_IFDIR, S_IFREG, S_IFLNK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
@@ -165,10 +167,12 @@ def same(fd: int, dev: int, ino: int) -> int | None:
 
 def reopen(name: bytes | str, dev: int, ino: int, dir_fd: int | None = None) -> int | None:
     """The directory ``name`` opened again, if it is still (device, inode); None if not, or if it
-    cannot be opened."""
+    cannot be opened. No descriptor left (``out_of_descriptors``) is no fact about the directory: raised."""
     try:
         return same(os.open(name, DIR_FLAGS, dir_fd=dir_fd), dev, ino)
-    except OSError:
+    except OSError as exc:
+        if out_of_descriptors(exc):
+            raise
         return None
 
 

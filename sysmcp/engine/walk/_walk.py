@@ -29,7 +29,7 @@ from dataclasses import replace
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.opens import S_IFMT
-from sysmcp.engine.walk._budget import ScanStopped
+from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
@@ -153,6 +153,8 @@ class Scanner:
         if self._start is not None:  # a detached subtree: checked and counted already, not yet open
             top = self._start
             if not self._reopen(top):
+                if self._stop is not None:  # no descriptor left to open it with
+                    self.stopped, self._stop = self._stop.reason, None
                 return
         else:
             top = Frame(os.open(self.root, DIR_FLAGS), "", 0, 0, 0, 0, 0)
@@ -245,7 +247,11 @@ class Scanner:
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
             names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
-            skipped.unlistable(exc, frame.relative)
+            if out_of_descriptors(exc):  # listing takes a descriptor of its own
+                self._stop = OutOfDescriptors(exc)
+                frame.partial = True
+            else:
+                skipped.unlistable(exc, frame.relative)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
         denied = False  # an entry could not be looked at for want of search permission on the directory
@@ -344,7 +350,11 @@ class Scanner:
         try:
             entries = os.scandir(fd)
         except OSError as exc:
-            skipped.unlistable(exc, frame.relative)
+            if out_of_descriptors(exc):  # listing takes a descriptor of its own
+                self._stop = OutOfDescriptors(exc)
+                frame.partial = True
+            else:
+                skipped.unlistable(exc, frame.relative)
             return listing
         lstat = os.stat
         denied = False  # as in _read
@@ -465,6 +475,10 @@ class Scanner:
             fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
         except OSError as exc:
             # Unreadable (EACCES), gone (ENOENT) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
+            # No descriptor left says nothing of the directory: the walk stops there, partial.
+            if out_of_descriptors(exc):
+                self._stop = OutOfDescriptors(exc)
+                return None
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
@@ -490,8 +504,11 @@ class Scanner:
             if frame.newest > parent.newest:
                 parent.newest = frame.newest
             if parent.fd is None and not partial:  # closed for the descriptor budget: reached through '..'
-                parent.fd = None if frame.fd is None else reopen("..", parent.dev, parent.ino, frame.fd)
-                if parent.fd is None:
+                try:
+                    parent.fd = None if frame.fd is None else reopen("..", parent.dev, parent.ino, frame.fd)
+                except OSError as exc:  # no descriptor left: the walk stops, what is left of it unseen
+                    self._stop = OutOfDescriptors(exc)
+                if parent.fd is None and self._stop is None:
                     self.skipped.add("vanished", len(parent.subdirs))
                     parent.subdirs.clear()
         self._close(frame)
@@ -535,7 +552,10 @@ class Scanner:
         # The root, to reopen subtrees from: by its path if a walk deeper than its descriptor budget
         # closed it, and then only if it is still the same directory.
         root = stack[0]
-        self.base_fd = os.dup(root.fd) if root.fd is not None else reopen(self.root, root.dev, root.ino)
+        try:
+            self.base_fd = os.dup(root.fd) if root.fd is not None else reopen(self.root, root.dev, root.ino)
+        except OSError:  # no descriptor left: nothing given away, the walk goes on by itself
+            return [], []
         if self.base_fd is None:
             return [], []
         queue: deque[Frame] = deque()
@@ -627,8 +647,15 @@ class Scanner:
         directory keeps its own size, as ``du`` counts it."""
         if self.base_fd is None:
             raise AssertionError("subtrees are reopened from the root detach() kept open")
-        fd = os.dup(self.base_fd)
         reached: list[str] = []
+        try:
+            fd = os.dup(self.base_fd)
+        except OSError as exc:
+            if not out_of_descriptors(exc):
+                raise
+            self._stop = OutOfDescriptors(exc)
+            frame.partial = True
+            return False
         try:
             for name in frame.relative.split("/"):
                 reached.append(name)
@@ -637,6 +664,10 @@ class Scanner:
                 fd = child
         except OSError as exc:
             os.close(fd)
+            if out_of_descriptors(exc):  # says nothing of the directory: the walk stops, partial
+                self._stop = OutOfDescriptors(exc)
+                frame.partial = True
+                return False
             if exc.errno in (errno.EACCES, errno.EPERM):
                 self.skipped.unreadable("/".join(reached))  # the component that denied access
                 return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import math
 import os
 from pathlib import Path
@@ -35,11 +36,13 @@ from sysmcp.engine.hashing._verify_ranges import (
     check_plain_block,
 )
 from sysmcp.engine.hashing._verify_request import Tuning
+from sysmcp.engine.opens import KEPT_LEVELS
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.engine.walk import ScanStopped
 from sysmcp.protocol.failures import ToolError
 from sysmcp.tools import verify_checksums
 from sysmcp.tools.errors import words
+from tests.deep_trees import nest, put, under_limit
 
 ENGINE = ("_verify.py", "_verify_ranges.py", "_verify_request.py", "_verdicts.py", "_manifests.py")
 EXPECTED = "Expected lines like '<hex digest>  <name>' or 'SHA256 (<name>) = <hex digest>'."
@@ -415,3 +418,28 @@ def test_a_name_that_keeps_climbing_above_the_roots_is_said_so_not_followed_at_l
     result = verify(request(tmp_path, text, confine=confine, parallel_from=parallel_from, processes=1))
     assert statuses(result) == ["UNREADABLE", "OK"]
     assert result.checked[0].detail == "too many '..' above the allowed roots to follow"
+
+
+@pytest.mark.parametrize("parallel_from", [1 << 30, 0], ids=["short", "ranges"])
+def test_no_descriptor_left_stops_the_check_with_the_rest_not_checked_never_an_unreadable_verdict(
+    deep_path: Path, parallel_from: int
+) -> None:
+    """The process's limit of open files met on the way to an entry (its directories kept open under
+    confinement, a low ``ulimit -n``) says nothing of the file: the check stops there, as at its deadline."""
+    levels = nest(deep_path, 120)
+    names = [f"{levels[level]}/f" for level in (0, 119)]  # the first reachable, the second too deep
+    for name in names:
+        put(deep_path, name, name.encode())
+    text = "".join(f"{sha(name.encode())}  {name}\n" for name in names).encode()
+    confine = verify_checksums.confine_to(PathPolicy([deep_path]))
+    spare = os.dup(0)
+    os.close(spare)
+    limit = spare + KEPT_LEVELS  # room for the shallow entry's directories, not for all the levels kept
+
+    def check() -> str:
+        result = verify(request(deep_path, text, confine=confine, parallel_from=parallel_from, processes=1))
+        return json.dumps([statuses(result), result.stopped])
+
+    found, stopped = json.loads(under_limit(check, limit))
+    assert stopped is not None and "out of file descriptors" in stopped
+    assert "UNREADABLE" not in found and found[-1] == "NOT_CHECKED"

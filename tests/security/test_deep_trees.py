@@ -1,0 +1,76 @@
+"""Trees nested deeper than the descriptors a process may hold, under a server started with the
+common soft limit of 1,024 open files: every tool that follows such a tree answers for all of it."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.deep_trees import DEPTH, nest, put, server_with_limit
+from tests.wire import result_text, spawn
+
+pytestmark = pytest.mark.anyio
+
+#: Every how many levels a file is put: a manifest of them all is long enough to be checked in ranges.
+EVERY = 10
+
+
+def deep_tree(base: Path) -> list[str]:
+    """A tree ``DEPTH`` levels deep with a file every ``EVERY`` levels; its manifest lines, deepest last."""
+    levels = nest(base, DEPTH)
+    lines = []
+    for level in range(EVERY, DEPTH + 1, EVERY):
+        data = f"level {level}\n".encode()
+        put(base, f"{levels[level - 1]}/f", data)
+        lines.append(f"{hashlib.sha256(data).hexdigest()}  {levels[level - 1]}/f\n")
+    return lines
+
+
+async def test_verify_checksums_under_roots_checks_entries_deeper_than_the_descriptor_limit(
+    deep_path: Path,
+) -> None:
+    tree = deep_path / "tree"
+    lines = deep_tree(tree)
+    (tree / "DEEPEST.SHA256SUMS").write_text(lines[-1])
+    (tree / "ALL.SHA256SUMS").write_text("".join(lines))  # past 160 KiB: checked in ranges by children
+    assert (tree / "ALL.SHA256SUMS").stat().st_size > 160 << 10
+    async with spawn("--no-history", "--root", str(deep_path), command=server_with_limit()) as wire:
+        await wire.initialize()
+        for manifest, count in (("DEEPEST.SHA256SUMS", 1), ("ALL.SHA256SUMS", len(lines))):
+            reply = await wire.call("verify_checksums", {"manifest": str(tree / manifest)})
+            text = result_text(reply)
+            assert reply["result"]["isError"] is False, text
+            assert f"{count} OK, 0 FAILED, 0 MISSING, 0 unreadable" in text, text
+
+
+#: A soft limit below the walk's own budget of descriptors (64): any tree deeper runs out mid-call.
+SCANT_LIMIT = 56
+
+
+async def test_a_call_out_of_descriptors_is_a_marked_partial_answer_and_the_server_goes_on(
+    deep_path: Path,
+) -> None:
+    tree = deep_path / "tree"
+    levels = nest(tree, 300)
+    for level in (levels[0], levels[-1]):
+        put(tree, f"{level}/copy", b"the same bytes")
+    (deep_path / "flat").mkdir()
+    (deep_path / "flat" / "f").write_bytes(b"x")
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call("dir_usage", {"path": str(tree)})
+        text = result_text(reply)
+        assert reply["result"]["isError"] is False, text
+        assert reply["result"]["structuredContent"]["complete"] is False
+        assert "PARTIAL RESULT" in text and f"limit of {SCANT_LIMIT} open files reached" in text, text
+        assert "unreadable" not in text and "vanished" not in text, text
+        reply = await wire.call("reclaim_plan", {"path": str(tree), "duplicates": True})
+        text = result_text(reply)
+        assert "the search for duplicates stopped early (out of file descriptors" in text, text
+        assert "nothing found: " not in text or "duplicate" not in text.split("nothing found: ")[1], text
+        reply = await wire.call("dir_usage", {"path": str(deep_path / "flat")})  # still serving, in full
+        assert reply["result"]["structuredContent"]["complete"] is True, result_text(reply)
