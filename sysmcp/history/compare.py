@@ -110,6 +110,9 @@ class Findings:
     #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
     #: never compared with this one, yet not "no snapshot yet".
     other_filesystem: int = 0
+    #: Snapshots of the series before the newer end that stopped early (partial): never compared, their
+    #: totals being of part of the tree, yet not "no snapshot yet" when no complete one is there.
+    partial_before: int = 0
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
     skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
@@ -211,6 +214,8 @@ def compare(
     if old_info is not None:
         found.old = store.load_scan(old_info.id, dirs=False)
         found.unread = None if found.old is not None else store.unread()
+    if found.old is None:
+        found.partial_before = sum(i.partial and i.id < found.new.id for i in infos)
     if found.old is not None:
         try:
             found.diff = _diff(found.old, found.new, found.fresh, store, asked, stop)

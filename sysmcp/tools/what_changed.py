@@ -520,10 +520,20 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             f"identity changed), never compared with the one there now{recorded if found.new else ''}."
         )
     elif found.lower_bound is not None:
-        lines.append(
-            f"{heading}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
-            "next what_changed can compare against it."
-        )
+        recorded = "one was recorded now, so the next what_changed can compare against it"
+        if found.partial_before:
+            lines.append(
+                f"{heading}: no complete earlier snapshot to compare with: {_partial(found)}; {recorded}."
+            )
+        elif found.baselines:  # "no baseline" would deny the integrity baseline compared below
+            lines.append(
+                f"{heading}: no earlier scan to compare sizes with (an integrity baseline keeps no directory "
+                f"sizes); {recorded}."
+            )
+        else:
+            lines.append(f"{heading}: no earlier snapshot to compare with (no baseline yet); {recorded}.")
+    elif found.partial_before:
+        lines.append(f"{heading}: no complete snapshot to compare with: {_partial(found)}.")
     else:
         lines.append(f"{heading}: no snapshot to compare with.")
     lower: LowerBoundFiles | None = None
@@ -649,6 +659,16 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
     if ctime_only(then, now) and then.ctime is not None and now.ctime is not None:
         parts.append(_times("ctime", then.ctime, now.ctime))  # every other change sets it too: named alone
     return ", ".join(parts)
+
+
+def _partial(found: Findings) -> str:
+    """Why the snapshots before were not compared: they stopped early, their totals of part of the tree."""
+    one = found.partial_before == 1
+    kept = "the one snapshot before" if one else f"the {found.partial_before:,} snapshots before"
+    return (
+        f"{kept} stopped early (partial: {'its' if one else 'their'} totals cover part of the tree) and "
+        f"{'is' if one else 'are'} not compared"
+    )
 
 
 def _times(name: str, then: float, now: float) -> str:

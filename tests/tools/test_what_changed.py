@@ -1159,3 +1159,47 @@ def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell(
         assert line + "\n" in text + "\n", (line, text)
     # the counts say how many of each only may have changed, or moved in ctime alone
     assert "2 content changed (1 not compared: may have), 1 metadata changed (1 in ctime alone)" in text, text
+
+
+async def test_a_first_scan_after_only_a_partial_one_says_that_snapshot_stopped_early_and_was_not_compared(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from dataclasses import replace
+
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    stopped = record_scan(
+        store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
+    )
+    assert stopped.snapshot is not None and stopped.snapshot.partial
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    assert output.structured["comparable"] is False
+    assert "no earlier snapshot to compare with" not in output.text, output.text
+    assert output.text.startswith(
+        f"{tree}: no complete earlier snapshot to compare with: the one snapshot before stopped early "
+        "(partial: its totals cover part of the tree) and is not compared"
+    ), output.text
+
+
+async def test_a_first_scan_of_a_tree_with_an_integrity_baseline_does_not_say_there_is_no_baseline(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "a", 100)
+    record_baseline(
+        state.active(), os.fsencode(tree), b"0" * 64 + b"  a\n", "sha256", WalkOptions(), False, clock
+    )
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    assert "Integrity against the baseline of" in output.text, output.text
+    assert "no baseline yet" not in output.text, output.text
+    assert "no earlier scan to compare sizes with (an integrity baseline keeps no directory sizes)" in (
+        output.text
+    ), output.text
+
