@@ -336,7 +336,9 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
     # or could not be read (a root-squashed export, a mode changed since).
     with Parents() as parents:
-        there = [p for p in result.removed if _still_there(parents, root, p)]
+        now_there = {p: _there_now(parents, root, p) for p in result.removed}
+    there = [p for p, kind in now_there.items() if kind == stat.S_IFREG]
+    result.replaced = {p: kind for p, kind in now_there.items() if kind is not None and kind != stat.S_IFREG}
     if there:
         kept = set(there)
         result.removed = [p for p in result.removed if p not in kept]
@@ -348,17 +350,18 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     found.integrity = result
 
 
-def _still_there(parents: Parents, root: bytes, relative: bytes) -> bool:
-    """Whether a baseline file the tree hashed now left out is still there: a regular file now (reached
-    without following a symlink on the way), or behind a directory this user may not search, which
-    tells nothing of it. Gone, a symlink or a directory now, or behind a symlink: not there."""
+def _there_now(parents: Parents, root: bytes, relative: bytes) -> int | None:
+    """What is at the name of a baseline file the tree hashed now left out, by its ``S_IFMT`` type
+    (reached without following a symlink on the way): ``S_IFREG`` for a regular file still there, or
+    one behind a directory this user may not search, which tells nothing of it; a symlink, directory
+    or FIFO now is the file gone, the name not; None when nothing is there, or it is behind a symlink."""
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
-        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except PermissionError:
-        return True
+        return stat.S_IFREG
     except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
-        return False
+        return None
 
 
 def _disk(found: Findings, store: Store, asked: Comparison) -> Findings:

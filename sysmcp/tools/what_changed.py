@@ -16,6 +16,7 @@ the filesystem, the integrity baseline against the tree now).
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -739,6 +740,9 @@ def _integrity_lines(
         for p in v[:top_n]:
             pair = integrity.files.get(p)
             detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair)
+            if k == "removed" and p in integrity.replaced:  # the file is gone, its name is not
+                what = _FILE_TYPE_WORDS.get(integrity.replaced[p], "another kind of file")
+                detail = f"now {what}, not a regular file"
             if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
                 detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
             word = _KIND_WORDS.get(k, k.replace("_", " "))
@@ -780,6 +784,15 @@ _UNREAD_NOW = {
     "added": "could not be read now: its content not hashed",
     "unreadable": "could not be listed now, and was not recorded so at the baseline: what it holds cannot be seen",
     "not_comparable": "could not be read now either",
+}
+#: What the text calls a file of an ``S_IFMT`` type found at the name of a removed baseline file.
+_FILE_TYPE_WORDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
 }
 #: What the text says of each file of a kind that has no records then and now to compare.
 _KIND_DETAILS = {

@@ -1203,3 +1203,29 @@ async def test_a_first_scan_of_a_tree_with_an_integrity_baseline_does_not_say_th
         output.text
     ), output.text
 
+
+async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_removed_saying_what_is_there_now(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    for name in ("link", "fifo", "dir", "gone", "kept"):
+        write(tree / name, 100)
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    for name in ("link", "fifo", "dir", "gone"):
+        (tree / name).unlink()
+    (tree / "link").symlink_to("kept")
+    os.mkfifo(tree / "fifo")
+    (tree / "dir").mkdir()
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    result = output.structured["integrity"]
+    assert (result["removed"], result["added"]) == (4, 0), output.text
+    assert f"removed: {tree}/link (now a symbolic link, not a regular file)\n" in output.text + "\n", (
+        output.text
+    )
+    assert f"removed: {tree}/fifo (now a FIFO, not a regular file)\n" in output.text + "\n", output.text
+    assert f"removed: {tree}/dir (now a directory, not a regular file)\n" in output.text + "\n", output.text
+    assert f"removed: {tree}/gone\n" in output.text + "\n", output.text
