@@ -207,7 +207,9 @@ class Fill(Open):
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop(
-        "Files added (those not readable now too: their content not hashed).", default=ABSENT
+        "Files added (those not readable now too: their content not hashed; with unrecorded_at_baseline, any "
+        "may have been there, one the baseline could not read and did not name).",
+        default=ABSENT,
     )
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
     content_changed: Opt[int] = prop(
@@ -725,6 +727,9 @@ def _integrity_lines(
     # backup moves every file's, and the count tells such a sweep from a change of mode or owner
     ctime_alone = sum(what == CTIME_ALONE for _, what in integrity.metadata)
     told = {"metadata_changed": f" ({ctime_alone:,} in ctime alone)"} if ctime_alone else {}
+    if integrity.unrecorded and integrity.added:  # past its bound the baseline counts, never names
+        unnamed = plural(integrity.unrecorded, "file or directory", "files or directories")
+        told["added"] = f" (any may have been there: the baseline could not read {unnamed} it does not name)"
     if maybe := sum(not_compared(integrity.files[p]) for p in integrity.content):  # listed after the rest
         told["content_changed"] = f" ({maybe:,} not compared: may have)"
     counts = ", ".join(

@@ -847,7 +847,10 @@ def test_the_words_for_what_a_baseline_could_not_read() -> None:
     )
     found = Findings(True, integrity=diff, integrity_taken=0.0)
     text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
-    assert "1 added, 0 removed, 1 content changed, 1 metadata changed, 3 unreadable, " in text, text
+    assert (
+        "1 added (any may have been there: the baseline could not read 2 files or directories it does not "
+        "name), 0 removed, 1 content changed, 1 metadata changed, 3 unreadable, "
+    ) in text, text
     assert "1 unreadable at the baseline, 1 not comparable\n" in text, text
     for line in (
         "  content changed: /t/rewritten (unreadable at the baseline; size 100 B → 101 B)",
@@ -1229,3 +1232,27 @@ async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_remove
     assert f"removed: {tree}/fifo (now a FIFO, not a regular file)\n" in output.text + "\n", output.text
     assert f"removed: {tree}/dir (now a directory, not a regular file)\n" in output.text + "\n", output.text
     assert f"removed: {tree}/gone\n" in output.text + "\n", output.text
+
+
+def test_the_count_of_files_added_says_any_may_have_been_there_when_the_baseline_left_unreadable_ones_unnamed() -> (
+    None
+):
+    """1,500 files another user keeps 0600 at the baseline, 1,000 of them named: made readable, the 500
+    unnamed are added, and the count that is read first says they may have been there all along."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import render
+
+    unnamed = BaselineDiff(True, None, added=[b"u0005", b"u0007"], unrecorded=500)
+    text = render(
+        "/t", Findings(True, integrity=unnamed, integrity_taken=0.0), {"top_n": 10, "since": "24h"}
+    )[0]
+    assert (
+        ": 2 added (any may have been there: the baseline could not read 500 files or directories it does not "
+        "name), 0 removed, "
+    ) in text, text
+    named = BaselineDiff(True, None, added=[b"new"])
+    text = render("/t", Findings(True, integrity=named, integrity_taken=0.0), {"top_n": 10, "since": "24h"})[
+        0
+    ]
+    assert ": 1 added, 0 removed, " in text, text
