@@ -273,7 +273,10 @@ class WhatChanged:
     current: Opt[StoredScan | None] = prop("The newer snapshot compared.")
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
-    complete: bool = prop("False when either scan was partial, or comparing them stopped early.")
+    complete: bool = prop(
+        "False when either scan was partial, comparing them stopped early, or the integrity check stopped "
+        "before hashing the whole tree."
+    )
     stopped_reason: Opt[Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None] = prop(
         "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
         "deleted a snapshot as it was compared (nothing compared); null when it did not."
@@ -593,6 +596,16 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             rate.growth,
         )
     integrity = _integrity_lines(found, lines, named, top_n)
+    checked = found.integrity
+    if found.integrity_stopped is not None and checked is not None and checked.comparable:
+        complete = False  # the files it did not reach: not checked, and new ones there not seen
+        lines.insert(
+            0,
+            f"PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: "
+            f"{found.integrity_stopped}): "
+            f"{plural(checked.not_checked, 'file')} of the baseline not hashed, and files added where it did "
+            "not reach are not named; a larger timeout_s gives it more time.",
+        )
     for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
         lines.append(f"Note: {note}.")
     answer = WhatChanged(

@@ -1256,3 +1256,28 @@ def test_the_count_of_files_added_says_any_may_have_been_there_when_the_baseline
         0
     ]
     assert ": 1 added, 0 removed, " in text, text
+
+
+def test_an_integrity_check_out_of_time_makes_the_answer_partial_and_says_files_added_past_it_are_not_named() -> (
+    None
+):
+    """hash_tree of the tree now stopped at the time budget: 8,582 files of the baseline not hashed, the
+    files added where it did not reach never seen. The answer is partial (``sysmcp call`` exits 3), and
+    its first line says so, not only a count in the integrity line."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import render
+
+    cut = BaselineDiff(True, None, removed=[b"d6/f0"], not_checked=8582)
+    found = Findings(
+        True, integrity=cut, integrity_taken=0.0, integrity_stopped="time budget of 0.3 s reached"
+    )
+    text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
+    assert answer.complete is False
+    assert text.startswith(
+        "PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: time "
+        "budget of 0.3 s reached): 8,582 files of the "
+        "baseline not hashed, and files added where it did not reach are not named; a larger timeout_s gives "
+        "it more time.\n"
+    ), text
+    assert "(hashed now; 8,582 files not reached in time)" in text, text
