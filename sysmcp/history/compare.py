@@ -205,6 +205,8 @@ def compare(
         found.new = store.load_scan(newest.id, dirs=False)
         found.unread = None if found.new is not None else store.unread()  # not read is not "none"
     if found.new is None or found.new.id is None:
+        if newest is None and until is not None:  # none complete by then: the partial ones are no "none"
+            found.partial_before = sum(i.partial and i.taken <= until for i in infos)
         return finish()
     old_info = _pick(infos, since, found.new.id)
     if old_info is None and since is not None:

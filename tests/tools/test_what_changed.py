@@ -1281,3 +1281,29 @@ def test_an_integrity_check_out_of_time_makes_the_answer_partial_and_says_files_
         "it more time.\n"
     ), text
     assert "(hashed now; 8,582 files not reached in time)" in text, text
+
+
+async def test_an_until_before_which_every_snapshot_stopped_early_says_so_not_that_there_is_none(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from dataclasses import replace
+
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    for _ in range(2):
+        record_scan(
+            store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
+        )
+        clock.now += 600
+    record_scan(store, request, lambda r: scan_usage(r), clock)  # complete, after until
+    clock.now += 600
+    output = await call(path=str(tree), since="1h", until="15m")
+    assert output.text.startswith(
+        f"{tree}: no complete snapshot to compare with: the 2 snapshots before stopped early (partial: their "
+        "totals cover part of the tree) and are not compared."
+    ), output.text
