@@ -520,7 +520,9 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{heading}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.other_filesystem:
         kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
-        recorded = "; one of it was recorded now, so the next what_changed can compare against it"
+        recorded = (
+            "; a snapshot of that one was recorded now, so the next what_changed can compare against it"
+        )
         lines.append(
             f"{heading}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
             f"identity changed), never compared with the one there now{recorded if found.new else ''}."
