@@ -27,7 +27,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.diff import CTIME_ALONE, ctime_only, not_compared
+from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -716,16 +716,8 @@ def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile) -> str:
     return f"unreadable at the baseline; changed ({what}): content not compared, may have changed"
 
 
-def _integrity_lines(
-    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
-) -> Integrity | None:
-    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
-    integrity = found.integrity
-    if integrity is None:
-        return None
-    if not integrity.comparable:
-        lines.append(f"Integrity: not compared: {integrity.reason}.")
-        return Integrity(False)
+def _integrity_kinds(integrity: BaselineDiff) -> dict[str, list[bytes]]:
+    """The names of each kind of integrity finding, by the key the answer counts them under."""
     kinds = {
         "added": integrity.added,
         "removed": integrity.removed,
@@ -738,6 +730,49 @@ def _integrity_lines(
         kinds["unreadable_at_baseline"] = integrity.unread_then
     if integrity.not_comparable:
         kinds["not_comparable"] = integrity.not_comparable
+    return kinds
+
+
+def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
+    """What the answer says of one finding beside its name (empty when nothing more is known)."""
+    pair = integrity.files.get(path)
+    detail = _KIND_DETAILS.get(kind, "") if pair is None else _integrity_detail(kind, *pair)
+    if kind == "removed" and path in integrity.replaced:  # the file is gone, its name is not
+        what = _FILE_TYPE_WORDS.get(integrity.replaced[path], "another kind of file")
+        detail = f"now {what}, not a regular file"
+    if path in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
+        detail = f"{detail}, {_UNREAD_NOW[kind]}" if detail else _UNREAD_NOW[kind]
+    return detail
+
+
+def integrity_listing(found: Findings, shown: str, top_n: int) -> str | None:
+    """Every integrity finding as tab-separated kind, name and what changed, when the text names only
+    ``top_n`` of a kind: an audit needs the whole list, not the first few and a count."""
+    integrity = found.integrity
+    if integrity is None or not integrity.comparable:
+        return None
+    kinds = _integrity_kinds(integrity)
+    if all(len(names) <= top_n for names in kinds.values()):
+        return None
+    rows = ["KIND\tPATH\tWHAT CHANGED"]
+    for kind, names in kinds.items():
+        for name in names:
+            where = joined(shown, name) if name else shown
+            rows.append(f"{kind}\t{printable(where)}\t{printable(_finding_detail(integrity, kind, name))}")
+    return "\n".join(rows) + "\n"
+
+
+def _integrity_lines(
+    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
+) -> Integrity | None:
+    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
+    integrity = found.integrity
+    if integrity is None:
+        return None
+    if not integrity.comparable:
+        lines.append(f"Integrity: not compared: {integrity.reason}.")
+        return Integrity(False)
+    kinds = _integrity_kinds(integrity)
     # how many of the metadata changed moved in ctime alone (listed after the rest): a hard-linking
     # backup moves every file's, and the count tells such a sweep from a change of mode or owner
     ctime_alone = sum(what == CTIME_ALONE for _, what in integrity.metadata)
@@ -758,13 +793,7 @@ def _integrity_lines(
     lines.append(f"Integrity against the baseline of {_when(found.integrity_taken)}{checked}: {counts}")
     for k, v in kinds.items():
         for p in v[:top_n]:
-            pair = integrity.files.get(p)
-            detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair)
-            if k == "removed" and p in integrity.replaced:  # the file is gone, its name is not
-                what = _FILE_TYPE_WORDS.get(integrity.replaced[p], "another kind of file")
-                detail = f"now {what}, not a regular file"
-            if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
-                detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
+            detail = _finding_detail(integrity, k, p)
             word = _KIND_WORDS.get(k, k.replace("_", " "))
             lines.append(f"  {word}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
@@ -848,6 +877,16 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             mime_type="text/tab-separated-values",
         )
         text += line
+    listing = integrity_listing(found, shown, args["top_n"])
+    if listing is not None:
+        line, kept = ctx.keep_linked(
+            listing_name("what_changed", shown, "-integrity.tsv"),
+            listing,
+            description=f"Every integrity finding under {shown}, against its baseline",
+            label="Every integrity finding",
+            mime_type="text/tab-separated-values",
+        )
+        text, links = text + line, (*links, *kept)
     return ToolOutput.typed(text, answer, links)
 
 

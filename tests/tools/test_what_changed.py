@@ -1307,3 +1307,34 @@ async def test_an_until_before_which_every_snapshot_stopped_early_says_so_not_th
         f"{tree}: no complete snapshot to compare with: the 2 snapshots before stopped early (partial: their "
         "totals cover part of the tree) and are not compared."
     ), output.text
+
+
+async def test_integrity_findings_past_top_n_are_kept_whole_as_a_linked_list(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """12 files rewritten, 3 removed, top_n 10: the text names 10 and counts the rest, and every finding
+    (kind, name, what changed) is in a linked list, as an auditor needs the whole of it."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    for n in range(15):
+        write(tree / f"f{n:02d}", 100)
+    write(tree / "nl\nname", 100)
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    for n in range(12):
+        write(tree / f"f{n:02d}", 1)
+    for n in range(12, 15):
+        (tree / f"f{n:02d}").unlink()
+    ctx = context()
+    output = await call_tool("what_changed", ctx, path=str(tree), since="1h", top_n=10)
+    assert "  … and 2 more files not shown" in output.text, output.text
+    assert "Every integrity finding: sysmcp://" in output.text, output.text
+    (link,) = output.links
+    kept = ctx.results.get(link.uri)
+    assert kept is not None
+    rows = kept.text.splitlines()
+    assert rows[0] == "KIND\tPATH\tWHAT CHANGED"
+    assert len(rows) == 16 and rows[1:4] == [f"removed\t{tree}/f{n:02d}\t" for n in range(12, 15)], rows
+    for n, row in enumerate(rows[4:]):
+        assert row.startswith(f"content_changed\t{tree}/f{n:02d}\tsize 100 B → 101 B"), rows
