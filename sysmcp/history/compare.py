@@ -97,6 +97,9 @@ class Findings:
     integrity: BaselineDiff | None = None  # the newest integrity baseline against the tree hashed now
     integrity_taken: float | None = None  # when that baseline was taken
     integrity_stopped: str | None = None  # why hashing now stopped early (the budget, a cancel)
+    #: What hashing the tree now met and a baseline never holds (symlinks, FIFOs, sockets, devices), by
+    #: the walk's skip reason: not compared, so never a finding.
+    integrity_not_files: dict[str, int] = field(default_factory=dict)
     baselines: int = 0
     growth: Growth | None = None  # the filesystem's used bytes over the compared span, however short
     lower_bound: LowerBound | None = None
@@ -332,6 +335,9 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
         found.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
         return
     manifest, stopped, unreadable = bytes(tree.manifest), bool(tree.stopped), unreadable_of(tree)
+    found.integrity_not_files = {
+        k: n for k, n in tree.skipped.items() if k in ("symlink", "special_file") and n
+    }
     now = baseline_of(baseline.series, root, manifest, baseline.algorithm, stopped, 0.0, unreadable)
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))

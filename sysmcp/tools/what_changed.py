@@ -230,6 +230,15 @@ class Integrity(Open):
         "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
         default=ABSENT,
     )
+    symlinks_not_compared: Opt[int] = prop(
+        "Symbolic links under path now: a baseline holds regular files only, so a link planted or re-pointed "
+        "is no finding. Left out when none.",
+        default=ABSENT,
+    )
+    special_files_not_compared: Opt[int] = prop(
+        "FIFOs, sockets and devices under path now, not compared for the same reason. Left out when none.",
+        default=ABSENT,
+    )
     unreadable_at_baseline: Opt[int] = prop(
         "Files unreadable when the baseline was taken and read now, lstat showing no change since: "
         "whether they changed cannot be said (not called added). Left out when none.",
@@ -791,6 +800,18 @@ def _integrity_lines(
         else " (hashed now)"
     )
     lines.append(f"Integrity against the baseline of {_when(found.integrity_taken)}{checked}: {counts}")
+    links, special = (
+        found.integrity_not_files.get("symlink", 0),
+        found.integrity_not_files.get("special_file", 0),
+    )
+    met = " and ".join(
+        [plural(links, "symbolic link")] * bool(links) + [plural(special, "special file")] * bool(special)
+    )
+    lines.append(
+        f"  Only regular files are compared: {f'the {met} under it now, and ' if met else ''}the directories' "
+        "own mode and owner, are not (a symlink planted or re-pointed, or a directory made writable, is not "
+        "seen here)."
+    )
     for k, v in kinds.items():
         for p in v[:top_n]:
             detail = _finding_detail(integrity, k, p)
@@ -817,6 +838,8 @@ def _integrity_lines(
         not_checked=integrity.not_checked,
         unreadable=len(integrity.unreadable),
         unreadable_at_baseline=len(integrity.unread_then) or ABSENT,
+        symlinks_not_compared=found.integrity_not_files.get("symlink") or ABSENT,
+        special_files_not_compared=found.integrity_not_files.get("special_file") or ABSENT,
         not_comparable=len(integrity.not_comparable) or ABSENT,
         unrecorded_at_baseline=integrity.unrecorded or ABSENT,
         unreadable_now_unnamed=integrity.unrecorded_now or ABSENT,

@@ -1338,3 +1338,32 @@ async def test_integrity_findings_past_top_n_are_kept_whole_as_a_linked_list(
     assert len(rows) == 16 and rows[1:4] == [f"removed\t{tree}/f{n:02d}\t" for n in range(12, 15)], rows
     for n, row in enumerate(rows[4:]):
         assert row.startswith(f"content_changed\t{tree}/f{n:02d}\tsize 100 B → 101 B"), rows
+
+
+async def test_an_integrity_check_says_symlinks_special_files_and_directories_are_not_compared(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A symlink planted (to /etc/shadow) or re-pointed, a FIFO made, a directory made world-writable:
+    the baseline holds regular files only, so none is a finding, and '0 added, 0 removed' must not read
+    as 'nothing changed' without saying what it does not cover."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    write(tree / "sub" / "a", 100)
+    (tree / "old").symlink_to("sub/a")
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    (tree / "evil").symlink_to("/etc/shadow")
+    (tree / "old").unlink()
+    (tree / "old").symlink_to("/tmp")
+    os.mkfifo(tree / "pipe")
+    os.chmod(tree / "sub", 0o777)
+    output = await call(path=str(tree), since="1h")
+    assert "): 0 added, 0 removed, 0 content changed, 0 metadata changed\n" in output.text + "\n", output.text
+    assert (
+        "\n  Only regular files are compared: the 2 symbolic links and 1 special file under it now, and the "
+        "directories' own mode and owner, are not (a symlink planted or re-pointed, or a directory made "
+        "writable, is not seen here).\n"
+    ) in output.text + "\n", output.text
+    result = output.structured["integrity"]
+    assert (result["symlinks_not_compared"], result["special_files_not_compared"]) == (2, 1)
