@@ -97,6 +97,9 @@ class Findings:
     integrity: BaselineDiff | None = None  # the newest integrity baseline against the tree hashed now
     integrity_taken: float | None = None  # when that baseline was taken
     integrity_stopped: str | None = None  # why hashing now stopped early (the budget, a cancel)
+    #: What hashing the tree now met and a baseline never holds (symlinks, FIFOs, sockets, devices), by
+    #: the walk's skip reason: not compared, so never a finding.
+    integrity_not_files: dict[str, int] = field(default_factory=dict)
     baselines: int = 0
     growth: Growth | None = None  # the filesystem's used bytes over the compared span, however short
     lower_bound: LowerBound | None = None
@@ -110,6 +113,9 @@ class Findings:
     #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
     #: never compared with this one, yet not "no snapshot yet".
     other_filesystem: int = 0
+    #: Snapshots of the series before the newer end that stopped early (partial): never compared, their
+    #: totals being of part of the tree, yet not "no snapshot yet" when no complete one is there.
+    partial_before: int = 0
     readings_span_s: float | None = None  # the disk readings span only this: too short for a fill rate
     notes: list[str] = field(default_factory=list)  # the fill rate's own (history.diff's)
     skipped: SkipCounter = field(default_factory=SkipCounter)  # what the fresh scan left out
@@ -202,6 +208,8 @@ def compare(
         found.new = store.load_scan(newest.id, dirs=False)
         found.unread = None if found.new is not None else store.unread()  # not read is not "none"
     if found.new is None or found.new.id is None:
+        if newest is None and until is not None:  # none complete by then: the partial ones are no "none"
+            found.partial_before = sum(i.partial and i.taken <= until for i in infos)
         return finish()
     old_info = _pick(infos, since, found.new.id)
     if old_info is None and since is not None:
@@ -211,6 +219,8 @@ def compare(
     if old_info is not None:
         found.old = store.load_scan(old_info.id, dirs=False)
         found.unread = None if found.old is not None else store.unread()
+    if found.old is None:
+        found.partial_before = sum(i.partial and i.id < found.new.id for i in infos)
     if found.old is not None:
         try:
             found.diff = _diff(found.old, found.new, found.fresh, store, asked, stop)
@@ -325,13 +335,18 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
         found.integrity = BaselineDiff(False, "the tree's manifest is too large to compare in memory")
         return
     manifest, stopped, unreadable = bytes(tree.manifest), bool(tree.stopped), unreadable_of(tree)
+    found.integrity_not_files = {
+        k: n for k, n in tree.skipped.items() if k in ("symlink", "special_file") and n
+    }
     now = baseline_of(baseline.series, root, manifest, baseline.algorithm, stopped, 0.0, unreadable)
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
     # or could not be read (a root-squashed export, a mode changed since).
     with Parents() as parents:
-        there = [p for p in result.removed if _still_there(parents, root, p)]
+        now_there = {p: _there_now(parents, root, p) for p in result.removed}
+    there = [p for p, kind in now_there.items() if kind == stat.S_IFREG]
+    result.replaced = {p: kind for p, kind in now_there.items() if kind is not None and kind != stat.S_IFREG}
     if there:
         kept = set(there)
         result.removed = [p for p in result.removed if p not in kept]
@@ -343,20 +358,21 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     found.integrity = result
 
 
-def _still_there(parents: Parents, root: bytes, relative: bytes) -> bool:
-    """Whether a baseline file the tree hashed now left out is still there: a regular file now (reached
-    without following a symlink on the way), or behind a directory this user may not search or that no
-    descriptor was left to open (EMFILE, ENFILE), which tells nothing of it. Gone, a symlink or a
-    directory now, or behind a symlink: not there."""
+def _there_now(parents: Parents, root: bytes, relative: bytes) -> int | None:
+    """What is at the name of a baseline file the tree hashed now left out, by its ``S_IFMT`` type
+    (reached without following a symlink on the way): ``S_IFREG`` for a regular file still there, or
+    one behind a directory this user may not search or that no descriptor was left to open (EMFILE,
+    ENFILE), which tells nothing of it; a symlink, directory or FIFO now is the file gone, the name not;
+    None when nothing is there, or it is behind a symlink."""
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
-        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except PermissionError:
-        return True
+        return stat.S_IFREG
     except OSError as exc:
-        return out_of_descriptors(exc)
+        return stat.S_IFREG if out_of_descriptors(exc) else None
     except ValueError:  # a stored name that is not normalised ('../x')
-        return False
+        return None
 
 
 def _disk(found: Findings, store: Store, asked: Comparison) -> Findings:

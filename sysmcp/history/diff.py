@@ -374,6 +374,9 @@ class BaselineDiff:
     #: unsearchable since): named, not left out, for what they hold cannot be seen now.
     unread_now: set[bytes] = field(default_factory=set)
     unrecorded_now: int = 0  # files and directories not read now past the bound: unnamed, maybe new
+    #: Of ``removed``: names where something else than a regular file is now (a symlink, a directory, a
+    #: FIFO), by its ``S_IFMT`` type: the file is gone, the name is not.
+    replaced: dict[bytes, int] = field(default_factory=dict)
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:

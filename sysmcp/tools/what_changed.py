@@ -16,6 +16,7 @@ the filesystem, the integrity baseline against the tree now).
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -26,7 +27,7 @@ from typing import Any, Literal
 from sysmcp.engine.paths import printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.diff import CTIME_ALONE, ctime_only, not_compared
+from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
 from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
@@ -206,7 +207,9 @@ class Fill(Open):
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop(
-        "Files added (those not readable now too: their content not hashed).", default=ABSENT
+        "Files added (those not readable now too: their content not hashed; with unrecorded_at_baseline, any "
+        "may have been there, one the baseline could not read and did not name).",
+        default=ABSENT,
     )
     removed: Opt[int] = prop("Files removed.", default=ABSENT)
     content_changed: Opt[int] = prop(
@@ -225,6 +228,15 @@ class Integrity(Open):
     unreadable: Opt[int] = prop(
         "Files of the baseline, read then or not, still there and not readable now (not called removed); "
         "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
+        default=ABSENT,
+    )
+    symlinks_not_compared: Opt[int] = prop(
+        "Symbolic links under path now: a baseline holds regular files only, so a link planted or re-pointed "
+        "is no finding. Left out when none.",
+        default=ABSENT,
+    )
+    special_files_not_compared: Opt[int] = prop(
+        "FIFOs, sockets and devices under path now, not compared for the same reason. Left out when none.",
         default=ABSENT,
     )
     unreadable_at_baseline: Opt[int] = prop(
@@ -270,7 +282,10 @@ class WhatChanged:
     current: Opt[StoredScan | None] = prop("The newer snapshot compared.")
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
-    complete: bool = prop("False when either scan was partial, or comparing them stopped early.")
+    complete: bool = prop(
+        "False when either scan was partial, comparing them stopped early, or the integrity check stopped "
+        "before hashing the whole tree."
+    )
     stopped_reason: Opt[Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None] = prop(
         "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
         "deleted a snapshot as it was compared (nothing compared); null when it did not."
@@ -514,16 +529,28 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         lines.append(f"{heading}: nothing compared: the scan made now could not be kept as a snapshot.")
     elif found.other_filesystem:
         kept = plural(found.other_filesystem, "snapshot") + (" is" if found.other_filesystem == 1 else " are")
-        recorded = "; one of it was recorded now, so the next what_changed can compare against it"
+        recorded = (
+            "; a snapshot of that one was recorded now, so the next what_changed can compare against it"
+        )
         lines.append(
             f"{heading}: nothing to compare with: the {kept} of another filesystem once mounted there (its "
             f"identity changed), never compared with the one there now{recorded if found.new else ''}."
         )
     elif found.lower_bound is not None:
-        lines.append(
-            f"{heading}: no earlier snapshot to compare with (no baseline yet); one was recorded now, so the "
-            "next what_changed can compare against it."
-        )
+        recorded = "one was recorded now, so the next what_changed can compare against it"
+        if found.partial_before:
+            lines.append(
+                f"{heading}: no complete earlier snapshot to compare with: {_partial(found)}; {recorded}."
+            )
+        elif found.baselines:  # "no baseline" would deny the integrity baseline compared below
+            lines.append(
+                f"{heading}: no earlier scan to compare sizes with (an integrity baseline keeps no directory "
+                f"sizes); {recorded}."
+            )
+        else:
+            lines.append(f"{heading}: no earlier snapshot to compare with (no baseline yet); {recorded}.")
+    elif found.partial_before:
+        lines.append(f"{heading}: no complete snapshot to compare with: {_partial(found)}.")
     else:
         lines.append(f"{heading}: no snapshot to compare with.")
     lower: LowerBoundFiles | None = None
@@ -580,6 +607,16 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             rate.growth,
         )
     integrity = _integrity_lines(found, lines, named, top_n)
+    checked = found.integrity
+    if found.integrity_stopped is not None and checked is not None and checked.comparable:
+        complete = False  # the files it did not reach: not checked, and new ones there not seen
+        lines.insert(
+            0,
+            f"PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: "
+            f"{found.integrity_stopped}): "
+            f"{plural(checked.not_checked, 'file')} of the baseline not hashed, and files added where it did "
+            "not reach are not named; a larger timeout_s gives it more time.",
+        )
     for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
         lines.append(f"Note: {note}.")
     answer = WhatChanged(
@@ -651,6 +688,16 @@ def _what_changed(then: BaselineFile, now: BaselineFile) -> str:
     return ", ".join(parts)
 
 
+def _partial(found: Findings) -> str:
+    """Why the snapshots before were not compared: they stopped early, their totals of part of the tree."""
+    one = found.partial_before == 1
+    kept = "the one snapshot before" if one else f"the {found.partial_before:,} snapshots before"
+    return (
+        f"{kept} stopped early (partial: {'its' if one else 'their'} totals cover part of the tree) and "
+        f"{'is' if one else 'are'} not compared"
+    )
+
+
 def _times(name: str, then: float, now: float) -> str:
     """'mtime 2026-12-01T09:00:00Z → 2026-12-04T18:00:00Z', or 'changed within' one second."""
     before, after = iso_utc(then), iso_utc(now)
@@ -678,16 +725,8 @@ def _integrity_detail(kind: str, then: BaselineFile, now: BaselineFile) -> str:
     return f"unreadable at the baseline; changed ({what}): content not compared, may have changed"
 
 
-def _integrity_lines(
-    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
-) -> Integrity | None:
-    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
-    integrity = found.integrity
-    if integrity is None:
-        return None
-    if not integrity.comparable:
-        lines.append(f"Integrity: not compared: {integrity.reason}.")
-        return Integrity(False)
+def _integrity_kinds(integrity: BaselineDiff) -> dict[str, list[bytes]]:
+    """The names of each kind of integrity finding, by the key the answer counts them under."""
     kinds = {
         "added": integrity.added,
         "removed": integrity.removed,
@@ -700,10 +739,56 @@ def _integrity_lines(
         kinds["unreadable_at_baseline"] = integrity.unread_then
     if integrity.not_comparable:
         kinds["not_comparable"] = integrity.not_comparable
+    return kinds
+
+
+def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
+    """What the answer says of one finding beside its name (empty when nothing more is known)."""
+    pair = integrity.files.get(path)
+    detail = _KIND_DETAILS.get(kind, "") if pair is None else _integrity_detail(kind, *pair)
+    if kind == "removed" and path in integrity.replaced:  # the file is gone, its name is not
+        what = _FILE_TYPE_WORDS.get(integrity.replaced[path], "another kind of file")
+        detail = f"now {what}, not a regular file"
+    if path in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
+        detail = f"{detail}, {_UNREAD_NOW[kind]}" if detail else _UNREAD_NOW[kind]
+    return detail
+
+
+def integrity_listing(found: Findings, shown: str, top_n: int) -> str | None:
+    """Every integrity finding as tab-separated kind, name and what changed, when the text names only
+    ``top_n`` of a kind: an audit needs the whole list, not the first few and a count."""
+    integrity = found.integrity
+    if integrity is None or not integrity.comparable:
+        return None
+    kinds = _integrity_kinds(integrity)
+    if all(len(names) <= top_n for names in kinds.values()):
+        return None
+    rows = ["KIND\tPATH\tWHAT CHANGED"]
+    for kind, names in kinds.items():
+        for name in names:
+            where = joined(shown, name) if name else shown
+            rows.append(f"{kind}\t{printable(where)}\t{printable(_finding_detail(integrity, kind, name))}")
+    return "\n".join(rows) + "\n"
+
+
+def _integrity_lines(
+    found: Findings, lines: list[str], named: Callable[[bytes], str], top_n: int
+) -> Integrity | None:
+    """The integrity baseline against the tree hashed now, as ``aide --check`` reports it."""
+    integrity = found.integrity
+    if integrity is None:
+        return None
+    if not integrity.comparable:
+        lines.append(f"Integrity: not compared: {integrity.reason}.")
+        return Integrity(False)
+    kinds = _integrity_kinds(integrity)
     # how many of the metadata changed moved in ctime alone (listed after the rest): a hard-linking
     # backup moves every file's, and the count tells such a sweep from a change of mode or owner
     ctime_alone = sum(what == CTIME_ALONE for _, what in integrity.metadata)
     told = {"metadata_changed": f" ({ctime_alone:,} in ctime alone)"} if ctime_alone else {}
+    if integrity.unrecorded and integrity.added:  # past its bound the baseline counts, never names
+        unnamed = plural(integrity.unrecorded, "file or directory", "files or directories")
+        told["added"] = f" (any may have been there: the baseline could not read {unnamed} it does not name)"
     if maybe := sum(not_compared(integrity.files[p]) for p in integrity.content):  # listed after the rest
         told["content_changed"] = f" ({maybe:,} not compared: may have)"
     counts = ", ".join(
@@ -715,12 +800,21 @@ def _integrity_lines(
         else " (hashed now)"
     )
     lines.append(f"Integrity against the baseline of {_when(found.integrity_taken)}{checked}: {counts}")
+    links, special = (
+        found.integrity_not_files.get("symlink", 0),
+        found.integrity_not_files.get("special_file", 0),
+    )
+    met = " and ".join(
+        [plural(links, "symbolic link")] * bool(links) + [plural(special, "special file")] * bool(special)
+    )
+    lines.append(
+        f"  Only regular files are compared: {f'the {met} under it now, and ' if met else ''}the directories' "
+        "own mode and owner, are not (a symlink planted or re-pointed, or a directory made writable, is not "
+        "seen here)."
+    )
     for k, v in kinds.items():
         for p in v[:top_n]:
-            pair = integrity.files.get(p)
-            detail = _KIND_DETAILS.get(k, "") if pair is None else _integrity_detail(k, *pair)
-            if p in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
-                detail = f"{detail}, {_UNREAD_NOW[k]}" if detail else _UNREAD_NOW[k]
+            detail = _finding_detail(integrity, k, p)
             word = _KIND_WORDS.get(k, k.replace("_", " "))
             lines.append(f"  {word}: {printable(named(p))}{f' ({detail})' if detail else ''}")
         if len(v) > top_n:
@@ -744,6 +838,8 @@ def _integrity_lines(
         not_checked=integrity.not_checked,
         unreadable=len(integrity.unreadable),
         unreadable_at_baseline=len(integrity.unread_then) or ABSENT,
+        symlinks_not_compared=found.integrity_not_files.get("symlink") or ABSENT,
+        special_files_not_compared=found.integrity_not_files.get("special_file") or ABSENT,
         not_comparable=len(integrity.not_comparable) or ABSENT,
         unrecorded_at_baseline=integrity.unrecorded or ABSENT,
         unreadable_now_unnamed=integrity.unrecorded_now or ABSENT,
@@ -760,6 +856,15 @@ _UNREAD_NOW = {
     "added": "could not be read now: its content not hashed",
     "unreadable": "could not be listed now, and was not recorded so at the baseline: what it holds cannot be seen",
     "not_comparable": "could not be read now either",
+}
+#: What the text calls a file of an ``S_IFMT`` type found at the name of a removed baseline file.
+_FILE_TYPE_WORDS = {
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
 }
 #: What the text says of each file of a kind that has no records then and now to compare.
 _KIND_DETAILS = {
@@ -795,6 +900,16 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             mime_type="text/tab-separated-values",
         )
         text += line
+    listing = integrity_listing(found, shown, args["top_n"])
+    if listing is not None:
+        line, kept = ctx.keep_linked(
+            listing_name("what_changed", shown, "-integrity.tsv"),
+            listing,
+            description=f"Every integrity finding under {shown}, against its baseline",
+            label="Every integrity finding",
+            mime_type="text/tab-separated-values",
+        )
+        text, links = text + line, (*links, *kept)
     return ToolOutput.typed(text, answer, links)
 
 

@@ -4,11 +4,12 @@ hashed is recorded, and one still there is not called removed (the common soft l
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.walk import WalkOptions
-from sysmcp.history.compare import _still_there
+from sysmcp.history.compare import _there_now
 from sysmcp.history.recording import baseline_of, series_of
 from tests.deep_trees import DEPTH, nest, put, under_limit
 
@@ -29,7 +30,7 @@ def test_a_file_deeper_than_the_descriptor_limit_is_in_the_baseline_and_still_th
 
     def still_there() -> bool:
         with Parents() as parents:
-            return _still_there(parents, base, deepest.encode())
+            return _there_now(parents, base, deepest.encode()) == stat.S_IFREG
 
     assert under_limit(recorded) == str(["d/f", "d/g"])
     assert under_limit(still_there) == "True"
@@ -44,6 +45,6 @@ def test_a_file_no_descriptor_was_left_to_reach_is_not_called_gone(deep_path: Pa
 
     def still_there() -> bool:
         with Parents() as parents:
-            return _still_there(parents, os.fsencode(deep_path), f"{levels[-1]}/f".encode())
+            return _there_now(parents, os.fsencode(deep_path), f"{levels[-1]}/f".encode()) == stat.S_IFREG
 
     assert under_limit(still_there, spare + 2) == "True"

@@ -52,6 +52,9 @@ def test_a_tmpfs_mounted_anew_is_compared_with_nothing_of_the_one_before() -> No
     first = after[0]
     assert not first["comparable"] and first["growth"] is False and first["fill"] is False, first["text"]
     assert "another filesystem" in first["text"] and "no baseline yet" not in first["text"], first["text"]
+    assert "there now; a snapshot of that one was recorded now, so the next what_changed" in first["text"], (
+        first["text"]
+    )
     second = after[1]  # the new filesystem's own first two: compared with each other only
     assert second["comparable"] and second["growth"] == 0, second["text"]
     assert "−" not in second["text"].split("Filesystem", 1)[-1].split(".")[0], second["text"]

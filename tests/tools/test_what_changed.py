@@ -847,7 +847,10 @@ def test_the_words_for_what_a_baseline_could_not_read() -> None:
     )
     found = Findings(True, integrity=diff, integrity_taken=0.0)
     text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
-    assert "1 added, 0 removed, 1 content changed, 1 metadata changed, 3 unreadable, " in text, text
+    assert (
+        "1 added (any may have been there: the baseline could not read 2 files or directories it does not "
+        "name), 0 removed, 1 content changed, 1 metadata changed, 3 unreadable, "
+    ) in text, text
     assert "1 unreadable at the baseline, 1 not comparable\n" in text, text
     for line in (
         "  content changed: /t/rewritten (unreadable at the baseline; size 100 B → 101 B)",
@@ -1159,3 +1162,208 @@ def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell(
         assert line + "\n" in text + "\n", (line, text)
     # the counts say how many of each only may have changed, or moved in ctime alone
     assert "2 content changed (1 not compared: may have), 1 metadata changed (1 in ctime alone)" in text, text
+
+
+async def test_a_first_scan_after_only_a_partial_one_says_that_snapshot_stopped_early_and_was_not_compared(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from dataclasses import replace
+
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    stopped = record_scan(
+        store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
+    )
+    assert stopped.snapshot is not None and stopped.snapshot.partial
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    assert output.structured["comparable"] is False
+    assert "no earlier snapshot to compare with" not in output.text, output.text
+    assert output.text.startswith(
+        f"{tree}: no complete earlier snapshot to compare with: the one snapshot before stopped early "
+        "(partial: its totals cover part of the tree) and is not compared"
+    ), output.text
+
+
+async def test_a_first_scan_of_a_tree_with_an_integrity_baseline_does_not_say_there_is_no_baseline(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "a", 100)
+    record_baseline(
+        state.active(), os.fsencode(tree), b"0" * 64 + b"  a\n", "sha256", WalkOptions(), False, clock
+    )
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    assert "Integrity against the baseline of" in output.text, output.text
+    assert "no baseline yet" not in output.text, output.text
+    assert "no earlier scan to compare sizes with (an integrity baseline keeps no directory sizes)" in (
+        output.text
+    ), output.text
+
+
+async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_removed_saying_what_is_there_now(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    for name in ("link", "fifo", "dir", "gone", "kept"):
+        write(tree / name, 100)
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    for name in ("link", "fifo", "dir", "gone"):
+        (tree / name).unlink()
+    (tree / "link").symlink_to("kept")
+    os.mkfifo(tree / "fifo")
+    (tree / "dir").mkdir()
+    clock.now += 600
+    output = await call(path=str(tree), since="1h")
+    result = output.structured["integrity"]
+    assert (result["removed"], result["added"]) == (4, 0), output.text
+    assert f"removed: {tree}/link (now a symbolic link, not a regular file)\n" in output.text + "\n", (
+        output.text
+    )
+    assert f"removed: {tree}/fifo (now a FIFO, not a regular file)\n" in output.text + "\n", output.text
+    assert f"removed: {tree}/dir (now a directory, not a regular file)\n" in output.text + "\n", output.text
+    assert f"removed: {tree}/gone\n" in output.text + "\n", output.text
+
+
+def test_the_count_of_files_added_says_any_may_have_been_there_when_the_baseline_left_unreadable_ones_unnamed() -> (
+    None
+):
+    """1,500 files another user keeps 0600 at the baseline, 1,000 of them named: made readable, the 500
+    unnamed are added, and the count that is read first says they may have been there all along."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import render
+
+    unnamed = BaselineDiff(True, None, added=[b"u0005", b"u0007"], unrecorded=500)
+    text = render(
+        "/t", Findings(True, integrity=unnamed, integrity_taken=0.0), {"top_n": 10, "since": "24h"}
+    )[0]
+    assert (
+        ": 2 added (any may have been there: the baseline could not read 500 files or directories it does not "
+        "name), 0 removed, "
+    ) in text, text
+    named = BaselineDiff(True, None, added=[b"new"])
+    text = render("/t", Findings(True, integrity=named, integrity_taken=0.0), {"top_n": 10, "since": "24h"})[
+        0
+    ]
+    assert ": 1 added, 0 removed, " in text, text
+
+
+def test_an_integrity_check_out_of_time_makes_the_answer_partial_and_says_files_added_past_it_are_not_named() -> (
+    None
+):
+    """hash_tree of the tree now stopped at the time budget: 8,582 files of the baseline not hashed, the
+    files added where it did not reach never seen. The answer is partial (``sysmcp call`` exits 3), and
+    its first line says so, not only a count in the integrity line."""
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import render
+
+    cut = BaselineDiff(True, None, removed=[b"d6/f0"], not_checked=8582)
+    found = Findings(
+        True, integrity=cut, integrity_taken=0.0, integrity_stopped="time budget of 0.3 s reached"
+    )
+    text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
+    assert answer.complete is False
+    assert text.startswith(
+        "PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: time "
+        "budget of 0.3 s reached): 8,582 files of the "
+        "baseline not hashed, and files added where it did not reach are not named; a larger timeout_s gives "
+        "it more time.\n"
+    ), text
+    assert "(hashed now; 8,582 files not reached in time)" in text, text
+
+
+async def test_an_until_before_which_every_snapshot_stopped_early_says_so_not_that_there_is_none(
+    tmp_path: Path, clock: Clock
+) -> None:
+    from dataclasses import replace
+
+    from sysmcp.history.recording import record_scan
+
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 2 * MiB)
+    store = state.active()
+    assert store is not None
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
+    for _ in range(2):
+        record_scan(
+            store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
+        )
+        clock.now += 600
+    record_scan(store, request, lambda r: scan_usage(r), clock)  # complete, after until
+    clock.now += 600
+    output = await call(path=str(tree), since="1h", until="15m")
+    assert output.text.startswith(
+        f"{tree}: no complete snapshot to compare with: the 2 snapshots before stopped early (partial: their "
+        "totals cover part of the tree) and are not compared."
+    ), output.text
+
+
+async def test_integrity_findings_past_top_n_are_kept_whole_as_a_linked_list(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """12 files rewritten, 3 removed, top_n 10: the text names 10 and counts the rest, and every finding
+    (kind, name, what changed) is in a linked list, as an auditor needs the whole of it."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    for n in range(15):
+        write(tree / f"f{n:02d}", 100)
+    write(tree / "nl\nname", 100)
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    for n in range(12):
+        write(tree / f"f{n:02d}", 1)
+    for n in range(12, 15):
+        (tree / f"f{n:02d}").unlink()
+    ctx = context()
+    output = await call_tool("what_changed", ctx, path=str(tree), since="1h", top_n=10)
+    assert "  … and 2 more files not shown" in output.text, output.text
+    assert "Every integrity finding: sysmcp://" in output.text, output.text
+    (link,) = output.links
+    kept = ctx.results.get(link.uri)
+    assert kept is not None
+    rows = kept.text.splitlines()
+    assert rows[0] == "KIND\tPATH\tWHAT CHANGED"
+    assert len(rows) == 16 and rows[1:4] == [f"removed\t{tree}/f{n:02d}\t" for n in range(12, 15)], rows
+    for n, row in enumerate(rows[4:]):
+        assert row.startswith(f"content_changed\t{tree}/f{n:02d}\tsize 100 B → 101 B"), rows
+
+
+async def test_an_integrity_check_says_symlinks_special_files_and_directories_are_not_compared(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """A symlink planted (to /etc/shadow) or re-pointed, a FIFO made, a directory made world-writable:
+    the baseline holds regular files only, so none is a finding, and '0 added, 0 removed' must not read
+    as 'nothing changed' without saying what it does not cover."""
+    from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
+    from sysmcp.tools.hash_tree import handle as hash_tree
+
+    tree = tmp_path / "tree"
+    write(tree / "sub" / "a", 100)
+    (tree / "old").symlink_to("sub/a")
+    await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
+    (tree / "evil").symlink_to("/etc/shadow")
+    (tree / "old").unlink()
+    (tree / "old").symlink_to("/tmp")
+    os.mkfifo(tree / "pipe")
+    os.chmod(tree / "sub", 0o777)
+    output = await call(path=str(tree), since="1h")
+    assert "): 0 added, 0 removed, 0 content changed, 0 metadata changed\n" in output.text + "\n", output.text
+    assert (
+        "\n  Only regular files are compared: the 2 symbolic links and 1 special file under it now, and the "
+        "directories' own mode and owner, are not (a symlink planted or re-pointed, or a directory made "
+        "writable, is not seen here).\n"
+    ) in output.text + "\n", output.text
+    result = output.structured["integrity"]
+    assert (result["symlinks_not_compared"], result["special_files_not_compared"]) == (2, 1)
