@@ -1164,21 +1164,25 @@ def test_the_words_for_a_ctime_that_alone_moved_say_what_it_can_and_cannot_tell(
     assert "2 content changed (1 not compared: may have), 1 metadata changed (1 in ctime alone)" in text, text
 
 
-async def test_a_first_scan_after_only_a_partial_one_says_that_snapshot_stopped_early_and_was_not_compared(
-    tmp_path: Path, clock: Clock
-) -> None:
+def record_tree_scan(tree: Path, clock: Clock, stopped: str | None = None) -> Any:
+    """A dir_usage scan of ``tree`` recorded in the active store at ``clock``'s time; ``stopped``: the
+    reason it stopped early, its snapshot then partial."""
     from dataclasses import replace
 
     from sysmcp.history.recording import record_scan
 
-    tree = tmp_path / "tree"
-    write(tree / "logs" / "app.log", 2 * MiB)
     store = state.active()
     assert store is not None
     request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
-    stopped = record_scan(
-        store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
-    )
+    return record_scan(store, request, lambda r: replace(scan_usage(r), stopped=stopped), clock)
+
+
+async def test_a_first_scan_after_only_a_partial_one_says_that_snapshot_stopped_early_and_was_not_compared(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    write(tree / "logs" / "app.log", 2 * MiB)
+    stopped = record_tree_scan(tree, clock, stopped="its time budget ran out")
     assert stopped.snapshot is not None and stopped.snapshot.partial
     clock.now += 600
     output = await call(path=str(tree), since="1h")
@@ -1286,21 +1290,12 @@ def test_an_integrity_check_out_of_time_makes_the_answer_partial_and_says_files_
 async def test_an_until_before_which_every_snapshot_stopped_early_says_so_not_that_there_is_none(
     tmp_path: Path, clock: Clock
 ) -> None:
-    from dataclasses import replace
-
-    from sysmcp.history.recording import record_scan
-
     tree = tmp_path / "tree"
     write(tree / "logs" / "app.log", 2 * MiB)
-    store = state.active()
-    assert store is not None
-    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(tree), options=WalkOptions())
     for _ in range(2):
-        record_scan(
-            store, request, lambda r: replace(scan_usage(r), stopped="its time budget ran out"), clock
-        )
+        record_tree_scan(tree, clock, stopped="its time budget ran out")
         clock.now += 600
-    record_scan(store, request, lambda r: scan_usage(r), clock)  # complete, after until
+    record_tree_scan(tree, clock)  # complete, after until
     clock.now += 600
     output = await call(path=str(tree), since="1h", until="15m")
     assert output.text.startswith(
