@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from sysmcp import __version__
 from sysmcp.engine.faults import EngineError
-from sysmcp.engine.paths import PathPolicy, printable, printable_text
+from sysmcp.engine.paths import PathPolicy, one_line, printable_text
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.context import RequestContext
@@ -69,6 +69,7 @@ sysmcp answers questions about this machine's storage and files. For every tool:
 - It is read-only: nothing is written, deleted or changed, and no file contents are returned, only \
 metadata, sizes and digests.
 - Paths are absolute. {scope}
+- Text escapes names as ls -b does (\\\\ is one backslash); a call names a file by its structuredContent path.
 - A call stops at its time budget (timeout_s) with what it covered, marked PARTIAL and saying what was left \
 out; a list too long to show ends with a sysmcp:// link to all of it (resources/read).
 - Long calls report progress and can be cancelled.
@@ -486,8 +487,8 @@ def _resource(item: StoredResult) -> dict[str, Any]:
     """A stored result as ``resources/list`` lists it and a ``resource_link`` points at it."""
     return {
         "uri": item.uri,
-        "name": printable(item.name),
-        "description": printable(item.description),
+        "name": one_line(item.name),
+        "description": one_line(item.description),
         "mimeType": item.mime_type,
         "size": item.size,
     }

@@ -20,7 +20,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import display, mount_source, on_the_way, printable, within_roots
+from sysmcp.engine.paths import mount_source, on_the_way, printable, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
@@ -179,9 +179,9 @@ def render(
     filesystems = sorted(
         (
             FilesystemTotals(
-                display(mount.mount_point),
-                display(mount.fs_type),
-                display(mount_source(mount.device, roots)),
+                os.fsdecode(mount.mount_point),  # names as they are: in_json displays them
+                os.fsdecode(mount.fs_type),
+                os.fsdecode(mount_source(mount.device, roots)),
                 len(held),
                 sum(item.size for item in held),
                 sum(item.disk for item in held),
@@ -193,10 +193,10 @@ def render(
     listed = rows[:top_n]
     files = [
         DeletedOpenFile(
-            display(item.path),
+            os.fsdecode(item.path),
             item.size,
             item.disk,
-            display(mount.mount_point),
+            os.fsdecode(mount.mount_point),
             [HolderRow(h.pid, h.command, h.user, h.fd, h.mode, h.mapped) for h in item.holders[:MAX_HOLDERS]],
             max(0, len(item.holders) - MAX_HOLDERS),
             item.mapped_only,
@@ -219,7 +219,7 @@ def render(
         )
         for entry in filesystems:
             lines.append(
-                f"  {entry.mount_point} ({entry.fs_type} {entry.device}): "
+                f"  {printable(entry.mount_point)} ({printable(entry.fs_type)} {printable(entry.device)}): "
                 f"{human_bytes(entry.disk_bytes)} in {plural(entry.files, 'file')}"
             )
         lines.append("Largest first:")
@@ -234,7 +234,7 @@ def render(
             if item.namespace_pid is not None:
                 seen += f"; its name in pid {item.namespace_pid}'s mount namespace"
             lines.append(
-                f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {display(mount.mount_point)} — {holders}"
+                f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {printable(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
             lines.append("  " + more_not_shown(len(rows) - len(listed), "deleted file"))
@@ -316,13 +316,15 @@ class DeletedOpenFiles:
                 try:
                     st_dev = os.stat(found).st_dev
                 except FileNotFoundError:
-                    raise ToolError(f"No such file or directory: {display(found)}") from None
+                    raise ToolError(f"No such file or directory: {printable(str(found))}") from None
                 except OSError as exc:
-                    raise ToolError(f"Cannot look at {display(found)}: {exc.strerror or exc}") from None
+                    raise ToolError(
+                        f"Cannot look at {printable(str(found))}: {exc.strerror or exc}"
+                    ) from None
                 mount = self.partitions().holding(str(found), st_dev)  # its filesystem's number, not
                 devices.append(st_dev if mount is None else mount.number(st_dev))  # its subvolume's (btrfs)
 
-            shown = display(await ctx.resolve(args["path"], device_of))
+            shown = str(await ctx.resolve(args["path"], device_of))
             only_dev = devices[0]
         if not platform.has_proc_fd(self.proc):
             text = (

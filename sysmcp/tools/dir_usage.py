@@ -229,8 +229,7 @@ def answer(
     every_extension: list[Extension] = []  # for the full listing, when the text lists extensions
     if show in _LISTS_EXTENSIONS:
         every_extension = [
-            Extension(display(os.fsencode(ext)), n, disk, apparent)
-            for ext, n, apparent, disk in usage.extensions
+            Extension(os.fsdecode(ext), n, disk, apparent) for ext, n, apparent, disk in usage.extensions
         ]
         extensions = every_extension[:top_n]
     totals = usage.totals
@@ -378,7 +377,7 @@ def _full_listing(
     extensions: list[Extension],
 ) -> str:
     """The tab-separated listing kept as a resource when the text cut a list."""
-    out = [f"# dir_usage {found.path} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
+    out = [f"# dir_usage {printable(found.path)} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
     if found.stopped_reason:
         out.append(f"# PARTIAL: {found.stopped_reason}")
     if args["show"] in _LISTS_DIRECTORIES:
@@ -477,7 +476,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         text += "\n" + history_note
     links: tuple[ResourceLink, ...] = ()
     if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
-        name, description = listing_name("dir_usage", shown, ".tsv"), f"Full dir_usage listing of {shown}"
+        name, description = (
+            listing_name("dir_usage", shown, ".tsv"),
+            f"Full dir_usage listing of {display(shown)}",
+        )
         link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
         every = ", every extension" if isinstance(found.extensions, list) else ""
         kept = f"Longer lists (up to {FULL_DIRECTORIES:,} directories, {FULL_FILES:,} files{every}): {{}}"
@@ -501,7 +503,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         for kind, items in (("directories", found.largest_directories), ("files", found.largest_files)):
             if items:
                 body.append(f"{host}: largest {kind}")
-                body += [f"  {human_bytes(getattr(item, key)):>10}  {item.path}" for item in items]
+                body += [f"  {human_bytes(getattr(item, key)):>10}  {printable(item.path)}" for item in items]
     view = {
         "totals": [
             {"host": host, "path": r.path, "complete": r.complete, **to_json(r.totals)}

@@ -10,14 +10,13 @@ only when an explain runs."""
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, mount_source, on_the_way, printable
+from sysmcp.engine.paths import display, mount_source, on_the_way, printable, shell_word
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 
@@ -219,8 +218,8 @@ UNDER = "/mnt/under"  # where the advice bind-mounts the filesystem to look bene
 def _argument(path: str) -> str:
     """A path as one word of a shell command the answer suggests: quoted, so a mount point named
     ``/mnt/x; curl … | sh`` (a user's FUSE mount may be named anything) stays one argument, and
-    escaped, so a newline or ESC in it is seen, not run."""
-    return shlex.quote(printable(display(path)))
+    escaped, so a newline or ESC in it is seen, not run (``shell_word``)."""
+    return shell_word(path)
 
 
 def _system(point: str) -> bool:
@@ -257,9 +256,9 @@ def _deleted(acc: Accounting, point: str) -> tuple[str, DeletedOpen]:
         line = f"2. Deleted but still open: {text}. Next: {step}."
     files = [
         {
-            "path": printable(f.path),
+            "path": f.path,  # the name itself, as JSON shows names (in_json); the text escapes it
             "bytes": f.disk,
-            "holders": [{"pid": p, "command": printable(c)} for p, c in f.holders],
+            "holders": [{"pid": p, "command": c} for p, c in f.holders],
             "descriptor": f.descriptor,
         }
         for f in held
@@ -345,7 +344,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
 
     if acc.cow is not None:  # part 5 from the snapshot reading: the remainder counts it
         acc = replace(acc, snapshots=as_snapshots(acc.cow, roots))
-    point, used = display(acc.mount.mount_point), acc.figures.used
+    point, used = os.fsdecode(acc.mount.mount_point), acc.figures.used
     walked, deleted, hidden = acc.walked, acc.deleted, acc.hidden
     snaps, overhead = acc.snapshots, acc.overhead
     rest = acc.remainder
@@ -393,7 +392,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"Of {human_bytes(used)} used on {printable(point)} ({printable(acc.mount.fs_type)} "
         f"{printable(mount_source(acc.mount.device, roots))}), " + ", ".join(summary) + "."
     )
-    first = printable(display(walked.roots_walked[0]) if walked.roots_walked else point)
+    first = printable(str(walked.roots_walked[0]) if walked.roots_walked else point)
     files_step = f"dir_usage path={first} shows which directories hold them"
     lines.append(
         f"1. Files reached by a walk{' of your roots' if confined else ''} (du -x): "
@@ -404,7 +403,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     lines.append(deleted_line)
     hidden_line, hidden_part = _hidden(acc)
     lines.append(hidden_line)
-    unread = [printable(p) for p in walked.unreadable_named[:NAMED]]
+    unread = list(walked.unreadable_named[:NAMED])
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
         lines.append(
@@ -414,7 +413,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     elif walked.unreadable:
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
-            + (f" ({', '.join(unread)})" if unread else "")
+            + (f" ({', '.join(map(printable, unread))})" if unread else "")
             + f", holding at most {human_bytes(bound)} (the remainder). Next: {unread_step}."
         )
     else:
@@ -476,7 +475,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         )
     cow = acc.cow
     kept = [  # snaps.items are cow.items, in the same order, when there is a reading
-        {"name": printable(s.name), "bytes": s.exclusive, "snapshot": s.is_snapshot}
+        {"name": s.name, "bytes": s.exclusive, "snapshot": s.is_snapshot}
         | ({} if cow is None else {"shared_bytes": cow.items[at].shared})
         for at, s in enumerate(snaps.items[:NAMED])
     ]
@@ -499,7 +498,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             walked.stopped,
             at,
             files_step,
-            ABSENT if walked.roots_walked is None else [display(r) for r in walked.roots_walked],
+            ABSENT if walked.roots_walked is None else [str(r) for r in walked.roots_walked],
         ),
         deleted_part,
         hidden_part,

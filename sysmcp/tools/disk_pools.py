@@ -5,7 +5,6 @@ figures. The engine is ``sysmcp.engine.pools``."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
@@ -14,7 +13,7 @@ import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import display, is_within, printable, within_roots
+from sysmcp.engine.paths import is_within, printable, shell_word, within_roots
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
@@ -206,7 +205,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     if unknown and cow.kind == "btrfs subvolumes":
         where = next((i.path for i in unknown if i.path and within_roots(i.path, roots)), "")
         how = (
-            f"btrfs filesystem du -s {shlex.quote(printable(display(where)))}"  # a user may name a subvolume
+            f"btrfs filesystem du -s {shell_word(where)}"  # a user may name a subvolume
             if where
             else "btrfs filesystem du -s on the snapshot where it is mounted"
         )

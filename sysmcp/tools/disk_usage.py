@@ -33,7 +33,7 @@ from sysmcp.engine.mounts import (
     layer_directories,
     statvfs_usage,
 )
-from sysmcp.engine.paths import display, is_within, mount_source, printable, within_roots
+from sysmcp.engine.paths import is_within, mount_source, printable, within_roots
 from sysmcp.engine.pools import could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
@@ -222,12 +222,12 @@ def _shown(mount: Mount) -> tuple[str, str, str, str, bool, list[str]]:
     if len(_SHOWN) > 4096:  # mount churn (automounts, containers): start afresh
         _SHOWN.clear()
     shown = (
-        display(mount.mount_point),
-        display(mount.device),
-        display(mount.fs_type),
-        display(mount.root),
+        os.fsdecode(mount.mount_point),  # names as they are: the text escapes them, the JSON displays them
+        os.fsdecode(mount.device),
+        os.fsdecode(mount.fs_type),
+        os.fsdecode(mount.root),
         mount.read_only,
-        [display(option) for option in mount.options],
+        [os.fsdecode(option) for option in mount.options],
     )
     _SHOWN[id(mount)] = (mount, shown)
     return shown
@@ -535,7 +535,7 @@ class DiskUsage:
         shown: Opt[str] = ABSENT
         if "path" in args:
             entry, real = await disks.one(args["path"], table, ctx.paths.resolve_str)
-            entries, shown = [entry], display(real)
+            entries, shown = [entry], os.fsdecode(real)
             if args.get("explain") and entry.figures is not None:
                 timeout = EXPLAIN_TIMEOUT.of(args)
                 from sysmcp.tools.disk_explain import run as explain
@@ -600,7 +600,7 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
         if container is None or not siblings or container in notes:
             continue
         names = [
-            display(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
+            printable(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
         ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
         notes[container] = (
@@ -678,7 +678,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
     unreadable, snapshots, overhead = part.unreadable_directories, part.snapshots, part.overhead
     return [
         host,
-        part.mount_point,
+        printable(part.mount_point),
         human_bytes(part.used_bytes),
         human_bytes(part.files.bytes),
         human_bytes(part.deleted_open.bytes) if part.deleted_open.available else "?",
@@ -700,7 +700,9 @@ def _fullness(fs: Filesystem) -> int:
 def _fleet_alerts(alerts: Sequence[tuple[str, Filesystem]]) -> str:
     """'2 filesystems on 1 host are over 90 %: web01:/ (space), web01:/var (inodes)'."""
     hosts = len(dict.fromkeys(host for host, _ in alerts))
-    named = ", ".join(f"{host}:{fs.mount_point} ({' and '.join(fs.alerts or ())})" for host, fs in alerts)
+    named = ", ".join(
+        f"{host}:{printable(fs.mount_point)} ({' and '.join(fs.alerts or ())})" for host, fs in alerts
+    )
     return (
         f"{len(alerts)} {noun(len(alerts), 'filesystem')} on {hosts} {noun(hosts, 'host')} "
         f"{noun(len(alerts), 'is', 'are')} over {ALERT_PERCENT} %: {named}"
@@ -710,10 +712,17 @@ def _fleet_alerts(alerts: Sequence[tuple[str, Filesystem]]) -> str:
 def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     """One filesystem of one host in the fleet table; '—' for the sizes of one that did not answer."""
     if fs.status != "ok":
-        return [host, fs.mount_point, fs.fs_type, "—", "—", "—", fs.status, ""]
+        return [host, printable(fs.mount_point), printable(fs.fs_type), "—", "—", "—", fs.status, ""]
     sizes = [human_bytes(size or 0) for size in (fs.total_bytes, fs.used_bytes, fs.free_bytes)]
     inode_percent = _pct(fs.inodes.percent_used) if fs.inodes else "-"
-    return [host, fs.mount_point, fs.fs_type, *sizes, _pct(fs.percent_used), inode_percent]
+    return [
+        host,
+        printable(fs.mount_point),
+        printable(fs.fs_type),
+        *sizes,
+        _pct(fs.percent_used),
+        inode_percent,
+    ]
 
 
 _HANDLER = DiskUsage()

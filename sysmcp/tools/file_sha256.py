@@ -69,7 +69,7 @@ def run(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = await ctx.resolve(args["path"])
-    shown = display(path)
+    shown = str(path)  # the name itself: the text escapes it (printable), the JSON displays it
     raw = os.fsencode(path)
 
     def describe(meter: Meter, elapsed: float) -> str:

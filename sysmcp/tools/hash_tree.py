@@ -10,7 +10,6 @@ sees a summary and the first lines; the whole manifest is a ``resources/read`` a
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from sysmcp.engine.hashing import (
     TreeRequest,
     hash_path,
 )
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import display, printable, shell_word
 from sysmcp.engine.walk import SkipCounter, WalkOptions
 from sysmcp.history.recording import unreadable_of
 from sysmcp.protocol.context import Meter
@@ -120,12 +119,14 @@ def run(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
     try:
         return hash_path(request, progress, cancel)
     except PermissionRefused:
-        raise walking.unreadable_directory(request.shown, Path(os.fsdecode(request.root))) from None
+        raise walking.unreadable_directory(
+            os.fsdecode(request.root), Path(os.fsdecode(request.root))
+        ) from None
 
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = await ctx.resolve(args["path"])
-    shown = display(path)
+    shown = str(path)  # the name itself: the text escapes it (printable), the JSON displays it
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walking.walk_options(args)
@@ -160,17 +161,15 @@ def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
     name, shown = MANIFEST_NAMES[algorithm.name], printable(base)
     if algorithm.name == "blake3" and style == "bsd":
         return f"Put in {shown} as {name}, it checks with verify_checksums (b3sum reads only the GNU format)."
-    if shown != base:  # a command line would hold what the text escapes: a newline, ESC, U+202E
-        return f"Put in {shown} as {name}, it checks with verify_checksums."
-    tool = algorithm.tool.split()[0]
-    return f"Put in {base} as {name}, it checks with `cd {shlex.quote(base)} && {tool} -c {name}` or with verify_checksums."
+    tool = algorithm.tool.split()[0]  # the directory as bash reads it back exactly: shell_word
+    return f"Put in {shown} as {name}, it checks with `cd {shell_word(base)} && {tool} -c {name}` or with verify_checksums."
 
 
 def answer(
     args: dict[str, Any], ctx: ToolContext, tree: TreeHash, shown: str, algorithm: Algorithm, style: Style
 ) -> ToolOutput:
     """The typed result: summary and the first lines inline; the whole manifest kept as a resource."""
-    base = display(tree.base)
+    base = os.fsdecode(tree.base)
     not_kept: str | None = None  # why the manifest could not be kept
     links: tuple[ResourceLink, ...] = ()
     if tree.files:
@@ -181,7 +180,7 @@ def answer(
                 MANIFEST_NAMES[algorithm.name],
                 tree.manifest.decode("utf-8", "backslashreplace"),
                 description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
-                f"relative to {base}",
+                f"relative to {display(base)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
@@ -205,7 +204,7 @@ def answer(
         tree.skipped,
         tree.unreadable_count,
         [
-            walking.PathError(printable(name), file_error(error))
+            walking.PathError(os.fsdecode(name), file_error(error))
             for name, error in tree.unreadable[:MAX_LISTED]
         ],
         tree.non_utf8,
@@ -237,11 +236,11 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
         f"{took(tree.total_bytes, seconds)}; names relative to {base}"
     )
     if tree.skipped:
-        out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, base))
+        out.append("skipped: " + walking.skipped_phrase(tree.skipped, skipped_named, tree.base_dir))
     if tree.unreadable_count:
         out += titled(
             f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):",
-            [f"{item.path}: {item.error}" for item in tree.unreadable],
+            [f"{printable(item.path)}: {item.error}" for item in tree.unreadable],
             tree.unreadable_count - len(tree.unreadable),
         )
     non_utf8 = tree.non_utf8_names

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import one_line
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import from_json
@@ -152,9 +152,10 @@ def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[st
 def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dict[str, Any]) -> ToolOutput:
     """Text (tally, the view's lines, the failures) and structured content; isError only if no host
     answered. Each line of ``body`` stays one line, whatever a host's result put in it (a file name
-    with a newline, an ESC): escaped as a tool escapes names (``printable``), it forges no other
-    host's line and cannot drive the terminal that shows it."""
-    lines = [printable(line) for line in body]
+    with a newline, an ESC): escaped as a tool escapes words (``one_line``), it forges no other
+    host's line and cannot drive the terminal that shows it. The names in ``body`` are escaped
+    already (``printable``): a backslash stays as it is, not escaped twice."""
+    lines = [one_line(line) for line in body]
     text = "\n".join([tally(outcomes) + ".", *lines, *failure_lines(outcomes)]).rstrip()
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
 
@@ -168,7 +169,7 @@ def summary_lines(outcome: HostOutcome) -> list[str]:
     """The first ``LINES_PER_HOST`` lines of the host's text and how many more it has, read from its
     first ``TEXT_READ`` characters and counted without splitting the rest."""
     lines = outcome.text[:TEXT_READ].splitlines()
-    shown = [f"    {printable(line)}" for line in lines[:LINES_PER_HOST]]
+    shown = [f"    {one_line(line)}" for line in lines[:LINES_PER_HOST]]  # its names escaped by the host
     if (count := line_count(outcome.text)) > LINES_PER_HOST:
         shown.append(f"    … {plural(count - LINES_PER_HOST, 'more line')} (in this host's result)")
     return shown

@@ -335,7 +335,8 @@ def refuse_pseudo(path: Path) -> None:
     mount = default_partitions()().holding(str(path))
     if mount is not None and mount.pseudo and mount.fs_type not in ("tmpfs", "ramfs"):
         raise ToolError(
-            f"{path} is on {mount.fs_type} (mounted at {mount.mount_point}), a pseudo filesystem: the kernel's "
+            f"{escaped(str(path))} is on {escaped(mount.fs_type)} (mounted at {escaped(mount.mount_point)}), a "
+            "pseudo filesystem: the kernel's "
             "interface, not stored files, so there is nothing there to free. Give a directory on a disk, or "
             "omit path for the whole machine."
         )

@@ -19,7 +19,7 @@ import anyio
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import EngineError
-from sysmcp.engine.paths import PathPolicy, echo
+from sysmcp.engine.paths import PathPolicy, display, echo, in_json
 from sysmcp.protocol.context import Describe, Meter, RequestContext
 from sysmcp.protocol.failures import ToolError, invalid_params
 from sysmcp.protocol.lifecycle import Features
@@ -52,8 +52,10 @@ class ToolOutput:
 
     @classmethod
     def typed(cls, text: str, result: Any, links: tuple[ResourceLink, ...] = ()) -> ToolOutput:
-        """The answer ``text`` with the typed ``result`` and the structured data made from it."""
-        return cls(text, to_json(result), links=links, result=result)
+        """The answer ``text`` with the typed ``result`` and the structured data made from it (a name the
+        result holds as ``os.fsdecode`` made it given as ``display`` shows it: ``in_json``)."""
+        structured: dict[str, Any] = in_json(to_json(result))  # type: ignore[assignment]
+        return cls(text, structured, links=links, result=result)
 
     @classmethod
     def of(
@@ -138,7 +140,7 @@ def with_link(
 
 def listing_name(prefix: str, shown: str, suffix: str) -> str:
     """The name of a kept listing of the directory ``shown``: ``dir_usage-log.tsv``, ``…-root.tsv`` for /."""
-    return f"{prefix}-{os.path.basename(shown.rstrip('/')) or 'root'}{suffix}"
+    return f"{prefix}-{os.path.basename(display(shown).rstrip('/')) or 'root'}{suffix}"
 
 
 Handler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolOutput]]

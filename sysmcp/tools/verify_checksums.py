@@ -118,10 +118,11 @@ SHOWN_OF_TOO_LONG = 200
 
 
 def shown_name(name: bytes) -> str:
-    """A manifest's name on one line (``printable``), only its start when no file can have it."""
+    """A manifest's name as a result holds it (``os.fsdecode``: the text escapes it, ``printable``; the
+    JSON displays it), only its start when no file can have it."""
     if len(name) < PATH_MAX:
-        return printable(name)
-    return printable(name[:SHOWN_OF_TOO_LONG]) + "…"
+        return os.fsdecode(name)
+    return os.fsdecode(name[:SHOWN_OF_TOO_LONG]) + "…"
 
 
 #: The full report, written in the worker when the answer cuts a list: its text (None when too big
@@ -183,10 +184,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     manifest_shown = raw.strip() if how == "uri" else "(text)"
     if how == "path":
         path = await ctx.resolve(raw.strip())
-        manifest_shown = display(path)
+        manifest_shown = str(path)
         # the engine's errors name it with this: a symlink's target, on one printable line
         source = Source(printable(manifest_shown), path=os.fsencode(path), name_hint=path.name)
-        base_raw, manifest_dir = base_raw or str(path.parent), display(path.parent)
+        base_raw, manifest_dir = base_raw or str(path.parent), str(path.parent)
     elif how == "uri":
         item = ctx.results.get(raw.strip())
         if item is None or not ctx.paths.covers(item.scope):  # made under roots wider than these
@@ -205,9 +206,9 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             "names are relative to"
         )
     base_path = await ctx.resolve(
-        base_raw, lambda found: walking.require_directory(found, display(found), "base_dir")
+        base_raw, lambda found: walking.require_directory(found, str(found), "base_dir")
     )
-    base_shown = display(base_path)
+    base_shown = str(base_path)
     timeout_s = TIMEOUT.of(args)
     reports: list[Report] = []
 
@@ -258,7 +259,7 @@ def answer(
             else ctx.keep(
                 "verify-report.txt",
                 text,
-                description=f"Every entry's status from checking {manifest_shown} against {base_shown}",
+                description=f"Every entry's status from checking {display(manifest_shown)} against {display(base_shown)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
@@ -283,7 +284,7 @@ def answer(
         [shown_name(name) for name, _ in by_status["MISSING"]],
         [walking.PathError(shown_name(name), file_error(c.detail)) for name, c in by_status["UNREADABLE"]],
         result.bad_lines[:limit],
-        [printable(name) for name in (new or [])[:limit]],
+        [shown_name(name) for name in (new or [])[:limit]],
         truncated,
         links[0].uri if links else None,
         result.walk_skipped,
@@ -305,11 +306,14 @@ def render(
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
     lists = (
-        ("FAILED (digest differs)", answer.failed_files, answer.failed),
-        ("MISSING", answer.missing_files, answer.missing),
+        ("FAILED (digest differs)", list(map(printable, answer.failed_files)), answer.failed),
+        ("MISSING", list(map(printable, answer.missing_files)), answer.missing),
         (
             "UNREADABLE",
-            [f"{e.path}: {e.error}" if e.error else e.path for e in answer.unreadable_files],
+            [
+                f"{printable(e.path)}: {e.error}" if e.error else printable(e.path)
+                for e in answer.unreadable_files
+            ],
             answer.unreadable,
         ),
     )
@@ -323,7 +327,7 @@ def render(
         lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
     if answer.new:
         title = f"New files under {printable(answer.base_dir)} not in the manifest ({answer.new:,}):"
-        lines += titled(title, answer.new_files, answer.new - len(answer.new_files))
+        lines += titled(title, map(printable, answer.new_files), answer.new - len(answer.new_files))
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
@@ -399,7 +403,7 @@ def write_report(result: Verification, most: int | None = None) -> Report:
 
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({file_error(checked.detail)})" if checked.detail else ""
-        add(f"{shown_name(name)}: {checked.status}{detail}")
+        add(f"{printable(shown_name(name))}: {checked.status}{detail}")
     for n in result.bad_lines:
         add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.render import plural
@@ -25,10 +25,10 @@ class PathError(Open):
     error: str = prop()
 
 
-def joined(shown: str, relative: str | bytes) -> str:
-    """A name the walk found, relative to the directory ``shown``, as the answer shows it."""
-    # display() takes the str as it is when it encodes (almost always): no round trip through bytes
-    return shown.rstrip("/") + "/" + display(relative)
+def joined(directory: str, relative: str | bytes) -> str:
+    """A name the walk found, relative to ``directory``, as ``os.fsdecode`` makes a name: the text
+    shows it exactly (``printable``), the structured content as ``display`` does (``in_json``)."""
+    return directory.rstrip("/") + "/" + os.fsdecode(relative)
 
 
 def walk_properties(base: str, *, note: str = "") -> dict[str, Any]:
@@ -85,9 +85,9 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
 
 async def directory_argument(ctx: ToolContext, raw: str) -> tuple[Path, str]:
     """The directory a tool is asked to walk, resolved within the roots and refused unless it is a
-    directory, and how it is shown."""
-    path = await ctx.resolve(raw, lambda found: require_directory(found, display(found)))
-    return path, display(path)
+    directory, and its name (``str(path)``: see ``joined``)."""
+    path = await ctx.resolve(raw, lambda found: require_directory(found, str(found)))
+    return path, str(path)
 
 
 def unreadable_directory(shown: str, path: Path) -> ToolError:

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import display, printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
@@ -374,7 +374,7 @@ def notes_of(outcome: Findings) -> list[str]:
         )
     if outcome.readings_span_s is not None:
         notes.append(
-            f"the disk readings of {outcome.mount_point} span only {age(outcome.readings_span_s)}: too short "
+            f"the disk readings of {printable(outcome.mount_point)} span only {age(outcome.readings_span_s)}: too short "
             "for a fill rate (disk_usage with sample_s gives the short-term rate)"
         )
     integrity = outcome.integrity
@@ -893,7 +893,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         line, links = ctx.keep_linked(
             listing_name("what_changed", shown, ".tsv"),
             full,
-            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {shown}",
+            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {display(shown)}",
             label=f"The {FULL_LIST_MAX:,} largest of the {changes:,} changes"
             if cut
             else "Full list of changes",
@@ -930,7 +930,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             [
                 host,
                 signed(answer.total_delta_bytes) if answer.comparable else "no baseline",
-                top or "-",
+                printable(top) if top else "-",
                 signed(int(fs.bytes_per_day)) if fs else "-",
                 age(to_full) if to_full is not None else "-",
             ]

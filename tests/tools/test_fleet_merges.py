@@ -153,6 +153,48 @@ def test_dir_usage_gives_totals_side_by_side_then_each_hosts_largest() -> None:
     assert text.index("b: largest directories") < text.index("a: largest directories") and "/var/lib" in text
 
 
+def test_fleet_merges_show_lookalike_names_apart_and_a_hosts_own_escapes_once() -> None:
+    """A host's JSON name with ESC and one literally named ``esc\\033`` are two lines apart in the
+    merged table; a host's own text, whose names it escaped already, is not escaped a second time."""
+    assert DIR_USAGE.merge is not None and DISK_USAGE.merge is not None
+
+    def usage(top: str) -> dict[str, Any]:
+        totals = {"files": 1, "directories": 1, "apparent_bytes": 1, "disk_bytes": 1, "entries": 2}
+        notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
+        return {
+            "path": "/var",
+            "complete": True,
+            "stopped_reason": None,
+            "elapsed_s": 0.5,
+            "sort_by": "disk",
+            "totals": {**totals, **notes},
+            "skipped": {},
+            "largest_files": [],
+            "files_not_shown": 0,
+            "largest_directories": [
+                {"path": top, "disk_bytes": 1, "apparent_bytes": 1, "files": 1, "depth": 1}
+            ],
+            "directories_not_shown": 0,
+        }
+
+    out = DIR_USAGE.merge(
+        [HostOutcome("a", "ok", 1, usage("/var/esc\x1b")), HostOutcome("b", "ok", 1, usage("/var/esc\\033"))],
+        {"path": "/var"},
+    )
+    assert "/var/esc\\033" in out.text and "/var/esc\\\\033" in out.text
+    tables = DISK_USAGE.merge(
+        [
+            HostOutcome("a", "ok", 1, {"filesystems": [fs("/mnt/t\tab", 10)]}),
+            HostOutcome("b", "ok", 1, {"filesystems": [fs("/mnt/t\\tab", 10)]}),
+        ],
+        {},
+    )
+    assert "/mnt/t\\tab" in tables.text and "/mnt/t\\\\tab" in tables.text
+    said = default_merge([HostOutcome("x", "ok", 1, None, "4.0 KiB  /srv/back\\\\slash\nESC \x1b")], {})
+    assert "/srv/back\\\\slash" in said.text and "/srv/back\\\\\\\\slash" not in said.text
+    assert "ESC \\033" in said.text
+
+
 def test_find_duplicates_says_hosts_are_not_compared_and_default_merge_summarises() -> None:
     assert FIND_DUPLICATES.merge is not None
     out = FIND_DUPLICATES.merge([HostOutcome("a", "ok", 1, {}, "3 groups\nline2")], {})

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, never_cancelled
 from sysmcp.engine.faults import EngineError, Unavailable
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import one_line
 
 OUTPUT_LIMIT = 8 << 20  # bytes kept of each stream; past it the command is stopped
 _SLICE_S = 0.05  # how often a waiting call asks ``cancel`` and whether the command has ended
@@ -133,6 +133,6 @@ def run_command(argv: Sequence[str], timeout_s: float, cancel: Cancel = never_ca
             done.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit status {done.status}"]
         )[0]
         # On one line, no escape driving a terminal: the words may be another program's (a daemon's).
-        said = printable(first[:200])
+        said = one_line(first[:200])
         raise CommandFailed(f"{shown} failed: {said}", reason="failed", argv=argv, status=done.status)
     return done.text

@@ -23,7 +23,7 @@ from typing import Any
 from sysmcp import platform
 from sysmcp.engine.faults import NotFound, PermissionRefused, Unavailable, WrongKind
 from sysmcp.engine.opens import closing_fd, kind, open_parent
-from sysmcp.engine.paths import escaped, printable
+from sysmcp.engine.paths import escaped, one_line
 
 MAX_BODY = 64 * 1024 * 1024  # an answer larger than this is not an engine's API answer
 #: JSON brackets, commas and colons in one answer at most, counted before it is parsed (each array,
@@ -55,7 +55,7 @@ def _message(body: bytes) -> str:
     except (ValueError, RecursionError):
         return ""
     message = said.get("message") if isinstance(said, dict) else None
-    return f": {printable(message[:200].strip())}" if isinstance(message, str) else ""
+    return f": {one_line(message[:200].strip())}" if isinstance(message, str) else ""
 
 
 class _Bounded(socket.socket):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import errno
 import os
+import shlex
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,11 +50,52 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+def in_json(data: object) -> object:
+    """JSON data with every name in it as ``display`` shows it: a result may carry a name as
+    ``os.fsdecode`` made it (so its text can show it exactly, ``printable``), and JSON text cannot
+    carry the lone surrogates that stand for bytes that are not UTF-8."""
+    if isinstance(data, str):
+        return data if data.isascii() or _encodes(data) else display(data)
+    if isinstance(data, dict):
+        return {key: in_json(item) for key, item in data.items()}
+    if isinstance(data, list):
+        return [in_json(item) for item in data]
+    return data
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def printable(name: str | bytes) -> str:
-    """A name on one line, for text and tab-separated lists: undecodable bytes as \\xNN, newline,
-    carriage return and tab escaped, and every other character that is not printable (ESC, BEL, a
-    right-to-left override) as its bytes in octal (``\\033``), so a name cannot drive a terminal."""
-    text = display(name) if isinstance(name, bytes) else name
+    """A name on one line, for text and tab-separated lists, shown so that no two names look alike:
+    ``escaped``, the style of GNU ``ls -b``. Give it the name itself (bytes, or a ``str`` as
+    ``os.fsdecode`` made it), never ``display``'s form: that shows a byte 0x80 as ``\\x80``, the same
+    text as a name holding those four characters, and escaping it again cannot tell them apart."""
+    return escaped(name)
+
+
+def shell_word(name: str | bytes) -> str:
+    """A name as one word of a command a person may paste: single-quoted (``shlex.quote``) when it
+    shows as it is, else bash's ``$'…'`` around the ``printable`` form, whose escapes (``\\\\``,
+    ``\\n``, ``\\033``, ``\\200``) that quoting undoes to the exact bytes. So the command stays one
+    printable line, names the very file, and no byte of the name is read as syntax."""
+    shown = printable(name)
+    text = name if isinstance(name, str) else os.fsdecode(name)
+    if shown == text:
+        return shlex.quote(text)
+    return "$'" + shown.replace("'", "\\'") + "'"
+
+
+def one_line(text: str) -> str:
+    """Words that are not a name (a host's answer line, a daemon's message) on one line: newline,
+    carriage return and tab as ``\\n``, ``\\r``, ``\\t`` and every other character that is not
+    printable escaped as ``escaped`` escapes it, but a backslash left as it is, so a name the text
+    already shows escaped (a host's answer) is not escaped twice. Names go through ``printable``."""
     text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     if text.isprintable():
         return text
@@ -62,13 +104,15 @@ def printable(name: str | bytes) -> str:
 
 def printable_text(text: str) -> str:
     """Text of many lines, such as a tool's answer, with its newlines and tabs as they are and every
-    other character that is not printable escaped as ``printable`` escapes it (ESC as ``\\033``,
-    U+202E as ``\\342\\200\\256``): whatever name reached the text, no escape sequence drives the
+    other character that is not printable escaped as ``one_line`` escapes it (ESC as ``\\033``,
+    U+202E as ``\\342\\200\\256``): whatever reached the text, no escape sequence drives the
     terminal or the page that shows it, no bidi override reorders it, and no separator Unicode calls a
-    line break (U+2028, NEL) starts a line that is not the text's own."""
+    line break (U+2028, NEL) starts a line that is not the text's own. A backslash stays as it is: the
+    names in an answer were escaped by ``printable`` already, and this is the last guard, not a second
+    escape."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text  # the common case
-    return "\n".join("\t".join(map(printable, line.split("\t"))) for line in text.split("\n"))
+    return "\n".join("\t".join(map(one_line, line.split("\t"))) for line in text.split("\n"))
 
 
 def _octal(char: str) -> str:
