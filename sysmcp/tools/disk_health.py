@@ -36,7 +36,9 @@ class DeviceRow(Open):
     device: str = prop()
     verdict: Verdict = prop(_VERDICT)
     reasons: list[str] = prop("Why, worst first, with what to do.")
-    smart: str = prop("read, no_smart, absent (no smartctl), timeout, gone or garbage.")
+    smart: str = prop(
+        "read, no_smart, unopened (smartctl could not open it), absent (no smartctl), timeout, gone or garbage."
+    )
     note: str = prop("Why SMART was not read.")
     model: str | None = prop("The drive's model, as SMART reports it.")
     protocol: str | None = prop("ATA, NVMe or SCSI, as smartctl names it.")
@@ -51,7 +53,8 @@ class DeviceRow(Open):
 class ArrayRow(Open):
     name: str = prop("The md array, e.g. md0.")
     verdict: Verdict = prop(_VERDICT)
-    level: str = prop("Its RAID level, e.g. raid1.")
+    state: str = prop("active, or inactive: not running, its data cannot be reached.")
+    level: str = prop("Its RAID level, e.g. raid1 ('' while inactive: mdstat names none).")
     slots: str = prop("One letter per member slot: U up, _ missing.")
     failed: list[str] = prop("Its members marked failed (F).")
     degraded: bool = prop("A member is missing or failed (rebuilding or not).")
@@ -78,10 +81,21 @@ class DiskHealth:
     notes: list[str] = prop("What could not be looked at, and why.")
 
 
-def _array(array: MdArray) -> ArrayRow:
+def _array_verdict(array: MdArray) -> Verdict:
+    """failing: not running (inactive), or degraded with no rebuild under way; watch: a rebuild,
+    resync, reshape or repair under way, or a failed member still listed; ok otherwise — a scheduled
+    ``check`` reads a whole array and changes nothing, and mdadm calls such an array clean."""
     rebuilding = array.operation is not None and array.operation.startswith(("recovery", "resync", "reshape"))
-    verdict = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
-    return from_json(ArrayRow, {**asdict(array), "verdict": verdict, "degraded": array.degraded})
+    if array.state == "inactive" or (array.degraded and not rebuilding):
+        return "failing"
+    if array.degraded or array.failed or (array.operation and not array.operation.startswith("check")):
+        return "watch"
+    return "ok"
+
+
+def _array(array: MdArray) -> ArrayRow:
+    row = {**asdict(array), "verdict": _array_verdict(array), "degraded": array.degraded}
+    return from_json(ArrayRow, row)
 
 
 def _device(device: Device) -> DeviceRow:
@@ -147,7 +161,7 @@ def render(answer: DiskHealth) -> str:
         if row.verdict == "ok" and row.smart != "read":
             lines.append("      (health unknown beyond the kernel log)")
     for array in answer.arrays:
-        state = f"{array.level} [{array.slots}]"
+        state = f"{array.level} [{array.slots}]" if array.state != "inactive" else "inactive"
         if array.failed:
             state += f", failed: {', '.join(array.failed)}"
         if array.operation:
@@ -156,10 +170,15 @@ def render(answer: DiskHealth) -> str:
             extra += [f"finish in {array.finish}"] if array.finish else []
             state += f", {array.operation}{progress}" + (f" ({', '.join(extra)})" if extra else "")
         advice = (
-            " — degraded: replace the missing or failed member (mdadm --add)"
+            " — not running: its data cannot be reached; assemble it (mdadm --assemble --scan, "
+            "--run when members are missing)"
+            if array.state == "inactive"
+            else " — degraded: replace the missing or failed member (mdadm --add)"
             if array.verdict == "failing"
             else " — rebuilding: no redundancy until it ends; leave the other members alone"
             if array.degraded
+            else " — a failed member is still listed: remove it (mdadm --remove) and replace its disk"
+            if array.failed
             else ""
         )
         lines.append(f"  md {array.name}: {array.verdict.upper()} — {state}{advice}")

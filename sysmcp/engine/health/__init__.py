@@ -9,6 +9,7 @@ take text and do no I/O. smartctl runs once per device, up to ``parallel`` at on
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -77,6 +78,17 @@ def physical_devices(sys_block: str) -> list[str]:
     ]
 
 
+_NVME_CONTROLLER = re.compile(r"/dev/nvme\d+")
+
+
+def _controller_of(path: str, known: set[str]) -> bool:
+    """Whether ``path`` is an NVMe controller (``/dev/nvme0``, as smartctl's scan names it) whose
+    namespace (``/dev/nvme0n1``, as /sys/block names it) is already listed: the same drive, one SMART log."""
+    return _NVME_CONTROLLER.fullmatch(path) is not None and any(
+        re.fullmatch(re.escape(path) + r"n\d+", disk) for disk in known
+    )
+
+
 def _read(path: str) -> bytes | None:
     try:
         with open(path, "rb") as handle:
@@ -111,7 +123,7 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
                 extra = [
                     (path, kind)
                     for path, kind in wait_for([scan], cancel)[0]
-                    if os.path.realpath(path) not in known
+                    if os.path.realpath(path) not in known and not _controller_of(path, known)
                 ]
                 reads += read(extra)
                 listed += extra
