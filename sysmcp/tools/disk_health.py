@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
+from sysmcp.engine.health import BTRFS_MISSING, BtrfsDevice, Device, Health, HealthRequest, MdArray, run
 from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
@@ -66,7 +66,7 @@ class ArrayRow(Open):
 
 @result
 class BtrfsRow(Open):
-    device: str = prop()
+    device: str = prop("'<missing disk>' for one the filesystem is mounted without (degraded).")
     mount_point: str | None = prop("Null when outside the allowed roots.")
     verdict: Verdict = prop(_VERDICT)
     errors: dict[str, int] = prop("btrfs device stats, cumulative until reset with -z.")
@@ -98,6 +98,12 @@ def _array(array: MdArray) -> ArrayRow:
     return from_json(ArrayRow, row)
 
 
+def _btrfs_verdict(device: BtrfsDevice) -> Verdict:
+    """failing: the filesystem runs without this device (degraded: one more loss and its data is gone,
+    as an md array with an empty slot); watch: error counters above 0."""
+    return "failing" if device.missing else "watch" if device.total else "ok"
+
+
 def _device(device: Device) -> DeviceRow:
     return from_json(DeviceRow, {**asdict(device.smart), **asdict(device), "smart": device.smart.status})
 
@@ -123,10 +129,7 @@ def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:
         devices=[_device(d) for d in health.devices[:MAX_DEVICES]],
         devices_not_shown=max(len(health.devices) - MAX_DEVICES, 0),
         arrays=[_array(a) for a in health.arrays],
-        btrfs=[
-            BtrfsRow(b.device, shown(b.mount_point), "watch" if b.total else "ok", b.errors)
-            for b in health.btrfs
-        ],
+        btrfs=[BtrfsRow(b.device, shown(b.mount_point), _btrfs_verdict(b), b.errors) for b in health.btrfs],
         notes=notes,
     )
 
@@ -186,7 +189,10 @@ def render(answer: DiskHealth) -> str:
         errors = ", ".join(f"{k} {v:,}" for k, v in dev.errors.items() if v) or "no errors"
         where = f" on {printable(dev.mount_point)}" if dev.mount_point else ""
         advice = (
-            " — run btrfs scrub, check SMART and cabling; reset with btrfs device stats -z"
+            " — missing: the filesystem runs degraded without it; replace it (btrfs replace start, or "
+            "btrfs device add, then btrfs device remove missing)"
+            if dev.device == BTRFS_MISSING
+            else " — run btrfs scrub, check SMART and cabling; reset with btrfs device stats -z"
             if dev.verdict != "ok"
             else ""
         )

@@ -466,6 +466,37 @@ def test_a_mounted_btrfs_gives_its_device_error_counters() -> None:
     }
 
 
+_DEGRADED_CHILD = """
+import json, subprocess, sys
+from pathlib import Path
+from sysmcp.engine.health import HealthRequest, run
+from sysmcp.tools.disk_health import render, result_of
+work = Path(sys.argv[1])
+images = [work / "a.img", work / "b.img"]
+loops = []
+for image in images:
+    with open(image, "wb") as handle:
+        handle.truncate(256 << 20)
+    loops.append(subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True).stdout.strip())
+subprocess.run(["mkfs.btrfs", "-q", "-f", "-d", "raid1", "-m", "raid1", *loops], check=True, capture_output=True)
+subprocess.run(["losetup", "-d", loops[1]], check=True)  # the second disk is gone
+(work / "mnt").mkdir()
+subprocess.run(["mount", "-o", "degraded", loops[0], str(work / "mnt")], check=True, capture_output=True)
+subprocess.run(["losetup", "-d", loops[0]], check=True)  # detached when unmounted, with the namespace
+answer = result_of(run(HealthRequest(devices=())), None)
+ours = [b for b in answer.btrfs if b.mount_point == str(work / "mnt")]
+print(json.dumps([[[b.device, b.verdict] for b in ours], render(answer)]))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_a_btrfs_mounted_degraded_without_a_device_is_failing_and_says_replace_it() -> None:
+    rows, text = in_private_namespace(["-c", _DEGRADED_CHILD], "sysmcp-health-", 120)
+    assert rows[1] == ["<missing disk>", "failing"] and rows[0][1] == "ok"
+    assert "btrfs <missing disk> on" in text
+    assert "FAILING — no errors — missing: the filesystem runs degraded without it; replace it" in text
+
+
 def test_a_btrfs_mount_point_outside_the_roots_is_not_named() -> None:
     from sysmcp.engine.health import BtrfsDevice, Health
 

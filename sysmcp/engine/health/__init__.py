@@ -18,12 +18,13 @@ from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, StopFlag, never_cancelled, no_progress, wait_for
 from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
+from sysmcp.engine.health._btrfs import MISSING as BTRFS_MISSING
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray
 from sysmcp.engine.health._smart import Smart
 from sysmcp.engine.mounts import parse_mountinfo
 
-__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
+__all__ = ["BTRFS_MISSING", "BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
 
