@@ -66,7 +66,10 @@ class ArrayRow(Open):
 
 @result
 class BtrfsRow(Open):
-    device: str = prop("'<missing disk>' for one the filesystem is mounted without (degraded).")
+    device: str = prop(
+        "The device: a kernel block device name; '<missing disk>' for one the filesystem is mounted "
+        "without (degraded)."
+    )
     mount_point: str | None = prop("Null when outside the allowed roots.")
     verdict: Verdict = prop(_VERDICT)
     errors: dict[str, int] = prop("btrfs device stats, cumulative until reset with -z.")
