@@ -149,6 +149,21 @@ def test_an_old_age_attribute_below_its_threshold_is_marginal_as_smartctl_says_n
     assert _smart.parse(doc).failing == ["attribute 10 (Spin_Retry_Count) is below its failure threshold now"]
 
 
+def test_an_ata_drive_whose_last_self_test_failed_is_failing_though_its_status_passes() -> None:
+    # smartctl's exit status bit 7 (ataprint.cpp: ata_smart_data.self_test.status.passed false)
+    doc = recorded("smartctl-ata-healthy.json")
+    doc["ata_smart_data"] = {
+        "self_test": {
+            "status": {"value": 0x79, "string": "completed with error (read test element)", "passed": False}
+        }
+    }
+    assert _smart.parse(doc).failing == [
+        "its most recent self-test completed with error (read test element): back up now and replace the drive"
+    ]
+    doc["ata_smart_data"]["self_test"]["status"] = {"value": 0x10, "string": "was aborted by the host"}
+    assert _smart.parse(doc).failing == []  # aborted: smartctl gives no verdict either
+
+
 def test_a_sas_drive_with_grown_defects_and_uncorrected_reads_is_watched_though_it_passes() -> None:
     smart = _smart.parse(recorded("smartctl-scsi-worn.json"))
     assert (smart.status, smart.protocol, smart.passed, smart.failing) == ("read", "SCSI", True, [])

@@ -95,6 +95,11 @@ def parse(doc: dict[str, Any]) -> Smart:
         smart.failing.append("the drive's own SMART self-assessment is FAILED: replace it")
     if isinstance(ata, list):
         _ata(ata, smart)
+    last_test = _object(_object(_object(doc, "ata_smart_data") or {}, "self_test") or {}, "status") or {}
+    if last_test.get("passed") is False:  # smartctl's exit status bit 7; an aborted test has no "passed"
+        smart.failing.append(
+            f"its most recent self-test {last_test.get('string', 'failed')}: back up now and replace the drive"
+        )
     if isinstance(nvme, dict):
         _nvme(nvme, smart)
     _scsi(doc, smart)
