@@ -101,6 +101,20 @@ def _array(array: MdArray) -> ArrayRow:
     return from_json(ArrayRow, row)
 
 
+def _redundancy_left(array: ArrayRow) -> str:
+    """What a degraded array can still lose, from its level and its slots: a raid6 one member short
+    still survives one more loss, a three-way raid1 one short too; raid10's depends on which member."""
+    up, missing = array.slots.count("U"), array.slots.count("_")
+    left = {"raid1": up - 1, "raid4": 1 - missing, "raid5": 1 - missing, "raid6": 2 - missing}.get(
+        array.level
+    )
+    if left is None:
+        return "less redundancy"
+    if left <= 0:
+        return "no redundancy"
+    return f"it survives {plural(left, 'more failed member')}, no more,"
+
+
 def _btrfs_verdict(device: BtrfsDevice) -> Verdict:
     """failing: the filesystem runs without this device (degraded: one more loss and its data is gone,
     as an md array with an empty slot); watch: error counters above 0."""
@@ -181,7 +195,7 @@ def render(answer: DiskHealth) -> str:
             if array.state == "inactive"
             else " — degraded: replace the missing or failed member (mdadm --add)"
             if array.verdict == "failing"
-            else " — rebuilding: no redundancy until it ends; leave the other members alone"
+            else f" — rebuilding: {_redundancy_left(array)} until it ends; leave the other members alone"
             if array.degraded
             else " — a failed member is still listed: remove it (mdadm --remove) and replace its disk"
             if array.failed

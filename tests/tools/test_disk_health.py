@@ -291,6 +291,37 @@ def test_inactive_arrays_fail_a_check_is_no_alarm_and_a_whole_array_with_a_faile
     assert "md md127: FAILING — inactive — not running: its data cannot be reached; assemble it" in text
     assert "md md2: WATCH — raid1 [UU], failed: sdt1 — a failed member is still listed: remove it" in text
     assert "md md10: OK — raid10 [UUUU], check 12.5%" in text
+    assert (
+        "md md5: WATCH — raid5 [UUU_], recovery 0.4% (speed 137752K/sec, finish in 235.3min) — rebuilding: no redundancy until it ends"
+        in text
+    )
+
+
+def test_a_rebuilding_array_that_keeps_some_redundancy_does_not_say_it_has_none() -> None:
+    from sysmcp.engine.health import Health
+
+    text = """Personalities : [raid6] [raid1] [raid10]
+md6 : active raid6 sdj1[5] sdh1[3] sdg1[2] sdf1[1] sde1[0]
+      7813533696 blocks super 1.2 level 6, 512k chunk, algorithm 2 [5/4] [UUUU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+
+md1 : active raid1 sdc1[3] sdb1[1] sda1[0]
+      488253440 blocks super 1.2 [3/2] [UU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+
+md10 : active raid10 sdn1[4] sdm1[2] sdl1[1] sdk1[0]
+      1953260544 blocks super 1.2 512K chunks 2 near-copies [4/3] [UUU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+"""
+    words = render(result_of(Health([], _mdstat.parse(text), [], [], True, True, True), None))
+    assert "md md6: WATCH — raid6 [UUUU_]" in words
+    assert "rebuilding: it survives 1 more failed member, no more, until it ends" in words
+    assert words.count("it survives 1 more failed member") == 2  # md6 and the three-way md1
+    assert (
+        "md md10: WATCH — raid10 [UUU_], recovery 10% (speed 100K/sec, finish in 10.0min) — rebuilding: less redundancy until it ends"
+        in words
+    )
+    assert "no redundancy" not in words
 
 
 # -- the real smartctl here -------------------------------------------------------------------------
