@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.health import Device, Health, HealthRequest, MdArray, run
+from sysmcp.engine.health import BTRFS_MISSING, BtrfsDevice, Device, Health, HealthRequest, MdArray, run
 from sysmcp.engine.paths import printable, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
@@ -36,7 +36,9 @@ class DeviceRow(Open):
     device: str = prop()
     verdict: Verdict = prop(_VERDICT)
     reasons: list[str] = prop("Why, worst first, with what to do.")
-    smart: str = prop("read, no_smart, absent (no smartctl), timeout, gone or garbage.")
+    smart: str = prop(
+        "read, no_smart, unopened (smartctl could not open it), absent (no smartctl), timeout, gone or garbage."
+    )
     note: str = prop("Why SMART was not read.")
     model: str | None = prop("The drive's model, as SMART reports it.")
     protocol: str | None = prop("ATA, NVMe or SCSI, as smartctl names it.")
@@ -51,7 +53,8 @@ class DeviceRow(Open):
 class ArrayRow(Open):
     name: str = prop("The md array, e.g. md0.")
     verdict: Verdict = prop(_VERDICT)
-    level: str = prop("Its RAID level, e.g. raid1.")
+    state: str = prop("active, or inactive: not running, its data cannot be reached.")
+    level: str = prop("Its RAID level, e.g. raid1 ('' while inactive: mdstat names none).")
     slots: str = prop("One letter per member slot: U up, _ missing.")
     failed: list[str] = prop("Its members marked failed (F).")
     degraded: bool = prop("A member is missing or failed (rebuilding or not).")
@@ -63,7 +66,10 @@ class ArrayRow(Open):
 
 @result
 class BtrfsRow(Open):
-    device: str = prop()
+    device: str = prop(
+        "The device: a kernel block device name; '<missing disk>' for one the filesystem is mounted "
+        "without (degraded)."
+    )
     mount_point: str | None = prop("Null when outside the allowed roots.")
     verdict: Verdict = prop(_VERDICT)
     errors: dict[str, int] = prop("btrfs device stats, cumulative until reset with -z.")
@@ -78,10 +84,41 @@ class DiskHealth:
     notes: list[str] = prop("What could not be looked at, and why.")
 
 
-def _array(array: MdArray) -> ArrayRow:
+def _array_verdict(array: MdArray) -> Verdict:
+    """failing: not running (inactive), or degraded with no rebuild under way; watch: a rebuild,
+    resync, reshape or repair under way, or a failed member still listed; ok otherwise — a scheduled
+    ``check`` reads a whole array and changes nothing, and mdadm calls such an array clean."""
     rebuilding = array.operation is not None and array.operation.startswith(("recovery", "resync", "reshape"))
-    verdict = "failing" if array.degraded and not rebuilding else "watch" if array.operation else "ok"
-    return from_json(ArrayRow, {**asdict(array), "verdict": verdict, "degraded": array.degraded})
+    if array.state == "inactive" or (array.degraded and not rebuilding):
+        return "failing"
+    if array.degraded or array.failed or (array.operation and not array.operation.startswith("check")):
+        return "watch"
+    return "ok"
+
+
+def _array(array: MdArray) -> ArrayRow:
+    row = {**asdict(array), "verdict": _array_verdict(array), "degraded": array.degraded}
+    return from_json(ArrayRow, row)
+
+
+def _redundancy_left(array: ArrayRow) -> str:
+    """What a degraded array can still lose, from its level and its slots: a raid6 one member short
+    still survives one more loss, a three-way raid1 one short too; raid10's depends on which member."""
+    up, missing = array.slots.count("U"), array.slots.count("_")
+    left = {"raid1": up - 1, "raid4": 1 - missing, "raid5": 1 - missing, "raid6": 2 - missing}.get(
+        array.level
+    )
+    if left is None:
+        return "less redundancy"
+    if left <= 0:
+        return "no redundancy"
+    return f"it survives {plural(left, 'more failed member')}, no more,"
+
+
+def _btrfs_verdict(device: BtrfsDevice) -> Verdict:
+    """failing: the filesystem runs without this device (degraded: one more loss and its data is gone,
+    as an md array with an empty slot); watch: error counters above 0."""
+    return "failing" if device.missing else "watch" if device.total else "ok"
 
 
 def _device(device: Device) -> DeviceRow:
@@ -109,10 +146,7 @@ def result_of(health: Health, roots: Sequence[Path] | None) -> DiskHealth:
         devices=[_device(d) for d in health.devices[:MAX_DEVICES]],
         devices_not_shown=max(len(health.devices) - MAX_DEVICES, 0),
         arrays=[_array(a) for a in health.arrays],
-        btrfs=[
-            BtrfsRow(b.device, shown(b.mount_point), "watch" if b.total else "ok", b.errors)
-            for b in health.btrfs
-        ],
+        btrfs=[BtrfsRow(b.device, shown(b.mount_point), _btrfs_verdict(b), b.errors) for b in health.btrfs],
         notes=notes,
     )
 
@@ -147,7 +181,7 @@ def render(answer: DiskHealth) -> str:
         if row.verdict == "ok" and row.smart != "read":
             lines.append("      (health unknown beyond the kernel log)")
     for array in answer.arrays:
-        state = f"{array.level} [{array.slots}]"
+        state = f"{array.level} [{array.slots}]" if array.state != "inactive" else "inactive"
         if array.failed:
             state += f", failed: {', '.join(array.failed)}"
         if array.operation:
@@ -156,10 +190,15 @@ def render(answer: DiskHealth) -> str:
             extra += [f"finish in {array.finish}"] if array.finish else []
             state += f", {array.operation}{progress}" + (f" ({', '.join(extra)})" if extra else "")
         advice = (
-            " — degraded: replace the missing or failed member (mdadm --add)"
+            " — not running: its data cannot be reached; assemble it (mdadm --assemble --scan, "
+            "--run when members are missing)"
+            if array.state == "inactive"
+            else " — degraded: replace the missing or failed member (mdadm --add)"
             if array.verdict == "failing"
-            else " — rebuilding: no redundancy until it ends; leave the other members alone"
+            else f" — rebuilding: {_redundancy_left(array)} until it ends; leave the other members alone"
             if array.degraded
+            else " — a failed member is still listed: remove it (mdadm --remove) and replace its disk"
+            if array.failed
             else ""
         )
         lines.append(f"  md {array.name}: {array.verdict.upper()} — {state}{advice}")
@@ -167,7 +206,10 @@ def render(answer: DiskHealth) -> str:
         errors = ", ".join(f"{k} {v:,}" for k, v in dev.errors.items() if v) or "no errors"
         where = f" on {printable(dev.mount_point)}" if dev.mount_point else ""
         advice = (
-            " — run btrfs scrub, check SMART and cabling; reset with btrfs device stats -z"
+            " — missing: the filesystem runs degraded without it; replace it (btrfs replace start, or "
+            "btrfs device add, then btrfs device remove missing)"
+            if dev.device == BTRFS_MISSING
+            else " — run btrfs scrub, check SMART and cabling; reset with btrfs device stats -z"
             if dev.verdict != "ok"
             else ""
         )

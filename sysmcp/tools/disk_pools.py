@@ -145,9 +145,15 @@ def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate 
             text += " (sooner than the filesystem: this is its time to full)"
     if fuller:
         assert entry.figures is not None
+        name = shlex.quote(printable(pool.name))
+        grow = (
+            f"grow its metadata: lvextend --poolmetadatasize +SIZE {name}"
+            if (pool.metadata_percent or 0.0) > pool.data_percent
+            else f"grow it: lvextend -L +SIZE {name}"
+        )
         text += (
             f"  ⚠ the pool is fuller than the filesystem ({entry.figures.percent} % used): when its data or "
-            "metadata reaches 100 %, every filesystem on it stops taking writes (lvextend the pool)"
+            f"metadata reaches 100 %, every filesystem on it stops taking writes ({grow})"
         )
     return text + "."
 

@@ -115,6 +115,123 @@ def test_a_document_without_health_data_is_no_smart_with_smartctls_own_words() -
     assert _smart.parse(doc).note == "/dev/vda: Unable to detect device type"
 
 
+def _ata_row(ident: int, name: str, *, prefailure: bool, when_failed: str) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "name": name,
+        "value": 40,
+        "worst": 30,
+        "thresh": 45,
+        "when_failed": when_failed,
+        "flags": {"value": 0x33 if prefailure else 0x22, "prefailure": prefailure},
+        "raw": {"value": 55, "string": "55"},
+    }
+
+
+def test_an_old_age_attribute_below_its_threshold_is_marginal_as_smartctl_says_not_failing() -> None:
+    # smartctl (ataprint.cpp): only a pre-failure attribute at or below its threshold now fails the
+    # drive; an old-age one now, or any one in the past, is "marginal" (exit status bit 5)
+    doc = recorded("smartctl-ata-healthy.json")
+    doc["ata_smart_attributes"]["table"] += [
+        _ata_row(190, "Airflow_Temperature_Cel", prefailure=False, when_failed="now"),
+        _ata_row(3, "Spin_Up_Time", prefailure=True, when_failed="past"),
+    ]
+    smart = _smart.parse(doc)
+    assert smart.failing == []
+    assert smart.watch == [
+        "attribute 190 (Airflow_Temperature_Cel) is an old-age attribute below its threshold now: "
+        "smartctl calls it marginal; watch it",
+        "attribute 3 (Spin_Up_Time) is below its threshold in the past: smartctl calls it marginal; watch it",
+    ]
+    doc["ata_smart_attributes"]["table"].append(
+        _ata_row(10, "Spin_Retry_Count", prefailure=True, when_failed="now")
+    )
+    assert _smart.parse(doc).failing == ["attribute 10 (Spin_Retry_Count) is below its failure threshold now"]
+
+
+def test_an_ata_drive_whose_last_self_test_failed_is_failing_though_its_status_passes() -> None:
+    # smartctl's exit status bit 7 (ataprint.cpp: ata_smart_data.self_test.status.passed false)
+    doc = recorded("smartctl-ata-healthy.json")
+    doc["ata_smart_data"] = {
+        "self_test": {
+            "status": {"value": 0x79, "string": "completed with error (read test element)", "passed": False}
+        }
+    }
+    assert _smart.parse(doc).failing == [
+        "its most recent self-test completed with error (read test element): back up now and replace the drive"
+    ]
+    doc["ata_smart_data"]["self_test"]["status"] = {"value": 0x10, "string": "was aborted by the host"}
+    assert _smart.parse(doc).failing == []  # aborted: smartctl gives no verdict either
+
+
+def test_a_sas_drive_with_grown_defects_and_uncorrected_reads_is_watched_though_it_passes() -> None:
+    smart = _smart.parse(recorded("smartctl-scsi-worn.json"))
+    assert (smart.status, smart.protocol, smart.passed, smart.failing) == ("read", "SCSI", True, [])
+    assert smart.attributes == {
+        "grown defects": 312,
+        "uncorrected read errors": 7,
+        "uncorrected write errors": 0,
+    }
+    watch = " | ".join(smart.watch)
+    assert "312 grown defects (remapped sectors)" in watch and "7 uncorrected read errors" in watch
+    assert (smart.temperature_c, "hot" in watch) == (38, False)
+
+
+def test_heat_is_judged_against_the_drives_own_limit_where_it_gives_one() -> None:
+    doc = recorded("smartctl-nvme-healthy.json")
+    doc["temperature"] = {"current": 66, "op_limit_max": 80, "critical_limit_max": 85}
+    assert _smart.parse(doc).watch == []  # 66 °C is within what this NVMe drive is rated for
+    doc["temperature"]["current"] = 81
+    assert _smart.parse(doc).watch == [
+        "running hot at 81 °C (at or above its own limit 80 °C): check its cooling"
+    ]
+    del doc["temperature"]["op_limit_max"]
+    doc["temperature"]["current"] = 60
+    assert _smart.parse(doc).watch == ["running hot at 60 °C (at or above 60 °C): check its cooling"]
+
+
+def test_a_device_smartctl_could_not_open_is_unopened_not_a_device_without_smart() -> None:
+    # smartctl 7.3 here, as root, ``smartctl --json -a -d sat /dev/vda`` on a virtio disk: exit status 2
+    doc = {
+        "smartctl": {
+            "version": [7, 3],
+            "messages": [
+                {
+                    "string": "Smartctl open device: /dev/sda [SAT] failed: Permission denied",
+                    "severity": "error",
+                }
+            ],
+            "exit_status": 2,
+        }
+    }
+    smart = _smart.parse(doc)
+    assert (smart.status, smart.note) == (
+        "unopened",
+        "Smartctl open device: /dev/sda [SAT] failed: Permission denied",
+    )
+
+
+def test_an_nvme_drive_smartctls_scan_names_by_its_controller_is_read_once(tmp_path: Path) -> None:
+    sys_block = tmp_path / "block"
+    sys_block.mkdir()
+    (sys_block / "nvme0n1").mkdir()  # a hardware disk: not under /devices/virtual/
+    scan = json.dumps(
+        {
+            "smartctl": {"exit_status": 0},
+            "devices": [
+                {"name": "/dev/nvme0", "info_name": "/dev/nvme0", "type": "nvme", "protocol": "NVMe"},
+                {"name": "/dev/bus/0", "info_name": "/dev/bus/0 [megaraid_disk_00]", "type": "megaraid,0"},
+            ],
+        }
+    )
+    doc = json.dumps(recorded("smartctl-nvme-healthy.json"))
+    smartctl = fake_smartctl(
+        tmp_path, f"if [ \"$1\" = --scan-open ]; then echo '{scan}'; else cat <<'EOF'\n{doc}\nEOF\nfi"
+    )
+    health = run(HealthRequest(smartctl=smartctl, sys_block=str(sys_block), kmsg=str(tmp_path / "none")))
+    assert sorted(d.device for d in health.devices) == ["/dev/bus/0", "/dev/nvme0n1"]
+
+
 # -- md RAID on recorded /proc/mdstat texts ---------------------------------------------------------
 
 
@@ -156,6 +273,55 @@ def test_a_degraded_array_is_failing_and_one_rebuilding_is_watched_with_its_prog
         "md md0: WATCH — raid1 [U_], recovery 23.4% (speed 200042K/sec, finish in 62.3min) — rebuilding: "
         "no redundancy until it ends" in words[2]
     )
+
+
+def test_inactive_arrays_fail_a_check_is_no_alarm_and_a_whole_array_with_a_failed_member_is_watched() -> None:
+    health = run(HealthRequest(devices=(), mdstat=str(DATA / "mdstat-mixed.txt")))
+    answer = result_of(health, None)
+    assert {a.name: (a.verdict, a.degraded) for a in answer.arrays} == {
+        "md5": ("watch", True),  # recovering
+        "md6": ("failing", True),  # a slot empty, nothing rebuilding
+        "md10": ("ok", False),  # a scheduled check: mdadm calls it clean, checking
+        "md1": ("watch", False),  # resyncing
+        "md2": ("watch", False),  # [UU]: a spare took the failed member's place
+        "md127": ("failing", False),  # not running at all
+        "md3": ("watch", False),  # resync pending
+    }
+    text = render(answer)
+    assert "md md127: FAILING — inactive — not running: its data cannot be reached; assemble it" in text
+    assert "md md2: WATCH — raid1 [UU], failed: sdt1 — a failed member is still listed: remove it" in text
+    assert "md md10: OK — raid10 [UUUU], check 12.5%" in text
+    assert (
+        "md md5: WATCH — raid5 [UUU_], recovery 0.4% (speed 137752K/sec, finish in 235.3min) — rebuilding: no redundancy until it ends"
+        in text
+    )
+
+
+def test_a_rebuilding_array_that_keeps_some_redundancy_does_not_say_it_has_none() -> None:
+    from sysmcp.engine.health import Health
+
+    text = """Personalities : [raid6] [raid1] [raid10]
+md6 : active raid6 sdj1[5] sdh1[3] sdg1[2] sdf1[1] sde1[0]
+      7813533696 blocks super 1.2 level 6, 512k chunk, algorithm 2 [5/4] [UUUU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+
+md1 : active raid1 sdc1[3] sdb1[1] sda1[0]
+      488253440 blocks super 1.2 [3/2] [UU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+
+md10 : active raid10 sdn1[4] sdm1[2] sdl1[1] sdk1[0]
+      1953260544 blocks super 1.2 512K chunks 2 near-copies [4/3] [UUU_]
+      [==>..................]  recovery = 10.0% (1/10) finish=10.0min speed=100K/sec
+"""
+    words = render(result_of(Health([], _mdstat.parse(text), [], [], True, True, True), None))
+    assert "md md6: WATCH — raid6 [UUUU_]" in words
+    assert "rebuilding: it survives 1 more failed member, no more, until it ends" in words
+    assert words.count("it survives 1 more failed member") == 2  # md6 and the three-way md1
+    assert (
+        "md md10: WATCH — raid10 [UUU_], recovery 10% (speed 100K/sec, finish in 10.0min) — rebuilding: less redundancy until it ends"
+        in words
+    )
+    assert "no redundancy" not in words
 
 
 # -- the real smartctl here -------------------------------------------------------------------------
@@ -344,6 +510,37 @@ def test_a_mounted_btrfs_gives_its_device_error_counters() -> None:
         "corruption_errs": 0,
         "generation_errs": 0,
     }
+
+
+_DEGRADED_CHILD = """
+import json, subprocess, sys
+from pathlib import Path
+from sysmcp.engine.health import HealthRequest, run
+from sysmcp.tools.disk_health import render, result_of
+work = Path(sys.argv[1])
+images = [work / "a.img", work / "b.img"]
+loops = []
+for image in images:
+    with open(image, "wb") as handle:
+        handle.truncate(256 << 20)
+    loops.append(subprocess.run(["losetup", "-f", "--show", str(image)], check=True, capture_output=True, text=True).stdout.strip())
+subprocess.run(["mkfs.btrfs", "-q", "-f", "-d", "raid1", "-m", "raid1", *loops], check=True, capture_output=True)
+subprocess.run(["losetup", "-d", loops[1]], check=True)  # the second disk is gone
+(work / "mnt").mkdir()
+subprocess.run(["mount", "-o", "degraded", loops[0], str(work / "mnt")], check=True, capture_output=True)
+subprocess.run(["losetup", "-d", loops[0]], check=True)  # detached when unmounted, with the namespace
+answer = result_of(run(HealthRequest(devices=())), None)
+ours = [b for b in answer.btrfs if b.mount_point == str(work / "mnt")]
+print(json.dumps([[[b.device, b.verdict] for b in ours], render(answer)]))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_a_btrfs_mounted_degraded_without_a_device_is_failing_and_says_replace_it() -> None:
+    rows, text = in_private_namespace(["-c", _DEGRADED_CHILD], "sysmcp-health-", 120)
+    assert rows[1] == ["<missing disk>", "failing"] and rows[0][1] == "ok"
+    assert "btrfs <missing disk> on" in text
+    assert "FAILING — no errors — missing: the filesystem runs degraded without it; replace it" in text
 
 
 def test_a_btrfs_mount_point_outside_the_roots_is_not_named() -> None:

@@ -65,6 +65,17 @@ async def test_a_pool_at_100_percent_flags_even_a_full_looking_filesystem_below_
     assert "0 B free of 10.0 GiB" in text, text
 
 
+async def test_a_pool_whose_metadata_fills_first_says_to_grow_its_metadata_not_the_pool() -> None:
+    # lvextend vg/pool grows the data only: a pool out of metadata needs --poolmetadatasize (lvmthin(7))
+    usage = FakeUsage({"/srv": stats(20, 8)})
+    text, structured = await call(handler(lvs_report("41.00", "96.88"), usage, [SRV]), path="/srv")
+    assert by_point(structured)["/srv"]["pool"]["fuller_than_filesystem"] is True
+    assert "metadata 96.88 %" in text
+    assert "(grow its metadata: lvextend --poolmetadatasize +SIZE vg0/pool)" in text, text
+    text, _ = await call(handler(lvs_report("97.00", "12.50"), usage, [SRV]), path="/srv")
+    assert "(grow it: lvextend -L +SIZE vg0/pool)" in text, text
+
+
 async def test_a_pool_emptier_than_its_filesystem_is_shown_but_not_flagged() -> None:
     usage = FakeUsage({"/srv": stats(20, 18)})
     text, structured = await call(handler(lvs_report("50.00", "5.00"), usage, [SRV]))

@@ -9,6 +9,7 @@ take text and do no I/O. smartctl runs once per device, up to ``parallel`` at on
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,12 +18,13 @@ from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, StopFlag, never_cancelled, no_progress, wait_for
 from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.health import _btrfs, _kernel, _mdstat, _smart
+from sysmcp.engine.health._btrfs import MISSING as BTRFS_MISSING
 from sysmcp.engine.health._btrfs import BtrfsDevice
 from sysmcp.engine.health._mdstat import MdArray
 from sysmcp.engine.health._smart import Smart
 from sysmcp.engine.mounts import parse_mountinfo
 
-__all__ = ["BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
+__all__ = ["BTRFS_MISSING", "BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
 ORDER = {"failing": 0, "watch": 1, "ok": 2}
 
@@ -77,6 +79,17 @@ def physical_devices(sys_block: str) -> list[str]:
     ]
 
 
+_NVME_CONTROLLER = re.compile(r"/dev/nvme\d+")
+
+
+def _controller_of(path: str, known: set[str]) -> bool:
+    """Whether ``path`` is an NVMe controller (``/dev/nvme0``, as smartctl's scan names it) whose
+    namespace (``/dev/nvme0n1``, as /sys/block names it) is already listed: the same drive, one SMART log."""
+    return _NVME_CONTROLLER.fullmatch(path) is not None and any(
+        re.fullmatch(re.escape(path) + r"n\d+", disk) for disk in known
+    )
+
+
 def _read(path: str) -> bytes | None:
     try:
         with open(path, "rb") as handle:
@@ -111,7 +124,7 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
                 extra = [
                     (path, kind)
                     for path, kind in wait_for([scan], cancel)[0]
-                    if os.path.realpath(path) not in known
+                    if os.path.realpath(path) not in known and not _controller_of(path, known)
                 ]
                 reads += read(extra)
                 listed += extra

@@ -21,6 +21,15 @@ class BtrfsDevice:
     def total(self) -> int:
         return sum(self.errors.values())
 
+    @property
+    def missing(self) -> bool:
+        """The filesystem runs without this device (mounted ``-o degraded``): btrfs names it so."""
+        return self.device == MISSING
+
+
+#: How ``btrfs device stats`` names a device the filesystem is mounted without.
+MISSING = "<missing disk>"
+
 
 def parse_stats(text: str, mount_point: str) -> list[BtrfsDevice]:
     """``btrfs device stats`` output: ``[/dev/sda].write_io_errs   0`` lines, per device in order."""

@@ -30,7 +30,10 @@ class MdArray:
 
     @property
     def degraded(self) -> bool:
-        return "_" in self.slots or bool(self.failed)
+        """A member slot is empty (``_``): mdstat's own count. A failed member still listed beside a
+        full set (``[UU]``, a spare rebuilt in its place) leaves the array whole; levels without slots
+        (raid0, linear) are degraded by any failed member."""
+        return "_" in self.slots or (bool(self.failed) and not self.slots)
 
 
 def parse(text: str) -> list[MdArray]:

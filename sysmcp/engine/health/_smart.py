@@ -14,6 +14,7 @@ from sysmcp.engine.faults import Unavailable
 
 _WEARING = "the drive is wearing out; back up and watch whether the count grows"
 _UNREADABLE = "data there cannot be read; back up now and replace the drive"
+_UNCORRECTED = "the drive could not recover that data; back up and watch whether the count grows"
 _CABLE = "a cable or connector fault more than the disk; reseat or replace the cable"
 #: ATA attributes that predict failure (Backblaze's and smartmontools' short list): id → (short name,
 #: whether a count above 0 means failing rather than worth watching, the advice).
@@ -32,13 +33,16 @@ NVME_WARNINGS = {
     3: "media placed in read-only mode",
     4: "volatile memory backup failed",
 }
+#: smartctl's exit status bit 1: the device could not be opened or did not identify itself (not
+#: root, a USB bridge it must be told the type of, a device gone); its SMART is unknown, not absent.
+OPEN_FAILED = 0x2
 HOT_C = 60  # a drive this warm or warmer is worth watching
 
 
 @dataclass(slots=True)
 class Smart:
-    """What one device's SMART said. ``status``: read, no_smart, absent (no smartctl), timeout, gone,
-    garbage (output that is not smartctl's JSON); ``note``: why, in a few words, when not read."""
+    """What one device's SMART said. ``status``: read, no_smart, unopened (smartctl could not open
+    it), absent (no smartctl), timeout, gone, garbage (output that is not smartctl's JSON); ``note``: why, in a few words, when not read."""
 
     status: str
     note: str = ""
@@ -75,6 +79,9 @@ def parse(doc: dict[str, Any]) -> Smart:
     ata = (_object(doc, "ata_smart_attributes") or {}).get("table")
     status = _object(doc, "smart_status")
     if nvme is None and ata is None and status is None:
+        exit_status = (_object(doc, "smartctl") or {}).get("exit_status")
+        if isinstance(exit_status, int) and exit_status & OPEN_FAILED:
+            return Smart("unopened", _messages(doc) or "smartctl could not open the device")
         return Smart("no_smart", _messages(doc) or "the device reports no SMART data")
     smart = Smart(
         "read",
@@ -88,19 +95,47 @@ def parse(doc: dict[str, Any]) -> Smart:
         smart.failing.append("the drive's own SMART self-assessment is FAILED: replace it")
     if isinstance(ata, list):
         _ata(ata, smart)
+    last_test = _object(_object(_object(doc, "ata_smart_data") or {}, "self_test") or {}, "status") or {}
+    if last_test.get("passed") is False:  # smartctl's exit status bit 7; an aborted test has no "passed"
+        smart.failing.append(
+            f"its most recent self-test {last_test.get('string', 'failed')}: back up now and replace the drive"
+        )
     if isinstance(nvme, dict):
         _nvme(nvme, smart)
-    if smart.temperature_c is not None and smart.temperature_c >= HOT_C:
-        smart.watch.append(f"running hot at {smart.temperature_c} °C: check its cooling")
+    _scsi(doc, smart)
+    temperature = _object(doc, "temperature") or {}
+    limit = next(
+        (
+            v
+            for v in (temperature.get("op_limit_max"), temperature.get("drive_trip"))
+            if isinstance(v, int) and v > 0
+        ),
+        None,
+    )
+    hot = limit if limit is not None else HOT_C
+    if smart.temperature_c is not None and smart.temperature_c >= hot:
+        at = f"its own limit {limit} °C" if limit is not None else f"{HOT_C} °C"
+        smart.watch.append(f"running hot at {smart.temperature_c} °C (at or above {at}): check its cooling")
     return smart
 
 
 def _ata(table: list[dict[str, Any]], smart: Smart) -> None:
     for row in table:
         ident = row.get("id")
-        if row.get("when_failed") == "now":
+        when = row.get("when_failed")
+        prefailure = (_object(row, "flags") or {}).get("prefailure") is True
+        if when == "now" and prefailure:
             smart.failing.append(
                 f"attribute {ident} ({row.get('name', '?')}) is below its failure threshold now"
+            )
+        elif when in ("now", "past"):  # smartctl's "marginal": an old-age attribute, or one that recovered
+            how = (
+                "an old-age attribute below its threshold now"
+                if when == "now"
+                else "below its threshold in the past"
+            )
+            smart.watch.append(
+                f"attribute {ident} ({row.get('name', '?')}) is {how}: smartctl calls it marginal; watch it"
             )
         if ident not in ATA_WATCHED:
             continue
@@ -141,6 +176,24 @@ def _nvme(log: dict[str, Any], smart: Smart) -> None:
     used = number("percentage_used")
     if used >= 90:
         smart.watch.append(f"{used}% of its rated endurance used; plan its replacement")
+
+
+def _scsi(doc: dict[str, Any], smart: Smart) -> None:
+    """A SCSI/SAS drive's counters: its grown defect list (sectors remapped since it left the factory,
+    SCSI's reallocated sectors) and the errors its error counter log could not correct."""
+    grown = doc.get("scsi_grown_defect_list")
+    if isinstance(grown, int) and not isinstance(grown, bool):
+        smart.attributes["grown defects"] = grown
+        if grown:
+            smart.watch.append(f"{grown:,} grown defects (remapped sectors): {_WEARING}")
+    log = _object(doc, "scsi_error_counter_log") or {}
+    for kind in ("read", "write", "verify"):
+        counters = _object(log, kind)
+        if counters is None or "total_uncorrected_errors" not in counters:
+            continue
+        count = smart.attributes[f"uncorrected {kind} errors"] = _count(counters["total_uncorrected_errors"])
+        if count:
+            smart.watch.append(f"{count:,} uncorrected {kind} errors: {_UNCORRECTED}")
 
 
 def read(smartctl: str, device: str, kind: str | None, timeout_s: float, cancel: Cancel) -> Smart:
