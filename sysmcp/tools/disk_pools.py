@@ -145,7 +145,7 @@ def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate 
             text += " (sooner than the filesystem: this is its time to full)"
     if fuller:
         assert entry.figures is not None
-        name = shlex.quote(printable(pool.name))
+        name = shell_word(pool.name)
         grow = (
             f"grow its metadata: lvextend --poolmetadatasize +SIZE {name}"
             if (pool.metadata_percent or 0.0) > pool.data_percent
