@@ -22,6 +22,7 @@ import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
@@ -34,6 +35,8 @@ DELETED = " (deleted)"
 _Held = tuple[str, os.stat_result, int | None, str, int]
 # A deleted file's identity as a process's maps line gives it: (the filesystem's number, inode)
 _Mapping = tuple[int, int]
+# What ``mapped_anywhere`` found: a process maps the file, one that may not be looked at might, or none does
+MappedNow = Literal["mapped", "unseen"] | None
 
 
 @dataclass(slots=True)
@@ -208,40 +211,53 @@ def link_confined(link: bytes, dev: int) -> bool:
     return view.names(int(pid), path, view.filesystem(int(pid), os.path.basename(os.fsdecode(link)), dev))
 
 
-def mapped_anywhere(link: bytes, dev: int, ino: int) -> bool:
-    """Whether any process whose maps can be read has the deleted file ``(dev, ino)`` mapped now (the
-    /proc tree is the one ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before
-    truncating it, which would kill such a process (SIGBUS). A mapping of the same inode number whose
-    ``map_files`` may not be looked at counts as one: never truncated on a guess."""
+def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
+    """Whether any process has the deleted file ``(dev, ino)`` mapped now (the /proc tree is the one
+    ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before truncating it, which would
+    kill such a process (SIGBUS). ``"mapped"``: one has (or has a mapping of that inode number whose
+    ``map_files`` may not be looked at); ``"unseen"``: none that could be read has, but some process's
+    maps may not be read (another user's, where this server is not root), and that one may; None: no
+    process has. Never truncated on a guess.
+
+    Every process's maps are read for each file, since any of them may map it by the moment of acting:
+    the kernel writes them out, at about 0.1 ms a process."""
     proc = os.path.dirname(os.path.dirname(os.path.dirname(os.fsdecode(link))))
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
-        return True
+        return "unseen"
     number = str(ino).encode()
+    needle = b" " + number + b" "
+    unseen = False
     for pid in pids:
         base = os.path.join(proc, pid)
         try:
             with open(os.path.join(base, "maps"), "rb") as handle:
-                spans = [
-                    fields[0]
-                    for line in handle
-                    if line.endswith(b" (deleted)\n")
-                    and len(fields := line.split(maxsplit=5)) == 6
-                    and fields[4] == number
-                ]
+                text = handle.read()
+        except PermissionError:
+            unseen = True  # another user's: the plan's scan could not look either, nor can this
+            continue
         except OSError:
-            continue  # gone, or another user's: not seen by the plan's scan either
+            continue  # gone
+        if needle not in text:
+            continue  # the common process: no line to look at
+        spans = [
+            fields[0]
+            for line in text.splitlines(keepends=True)
+            if line.endswith(b" (deleted)\n")
+            and len(fields := line.split(maxsplit=5)) == 6
+            and fields[4] == number
+        ]
         for span in spans:
             try:
                 st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
             except PermissionError:
-                return True
+                return "mapped"
             except OSError:
                 continue
             if (st.st_dev, st.st_ino) == (dev, ino):
-                return True
-    return False
+                return "mapped"
+    return "unseen" if unseen else None
 
 
 def scan_processes(
