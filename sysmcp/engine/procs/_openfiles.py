@@ -216,8 +216,8 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
     ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before truncating it, which would
     kill such a process (SIGBUS). ``"mapped"``: one has (or has a mapping of that inode number whose
     ``map_files`` may not be looked at); ``"unseen"``: none that could be read has, but some process's
-    maps may not be read (another user's, where this server is not root), and that one may; None: no
-    process has. Never truncated on a guess.
+    maps may not be read (another user's, where this server is not root), or this server's PID namespace
+    is a container's (the host's processes are not listed), and one of those may; None: no process has. Never truncated on a guess.
 
     Every process's maps are read for each file, since any of them may map it by the moment of acting:
     the kernel writes them out, at about 0.1 ms a process."""
@@ -226,6 +226,8 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
         return "unseen"
+    if _inner_pid_namespace(proc):
+        return "unseen"  # the processes outside it (the host's) are not listed, and may map the file
     number = str(ino).encode()
     needle = b" " + number + b" "
     unseen = False
@@ -258,6 +260,20 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
             if (st.st_dev, st.st_ino) == (dev, ino):
                 return "mapped"
     return "unseen" if unseen else None
+
+
+#: The initial PID namespace's inode number, fixed by the kernel (PROC_PID_INIT_INO): the one whose
+#: /proc lists every process on the host.
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+def _inner_pid_namespace(proc: str) -> bool:
+    """Whether this process is in a PID namespace of its own (a container's): the processes of the
+    namespaces above it (the host's) are not in its /proc. False where that cannot be read."""
+    try:
+        return os.stat(os.path.join(proc, "self", "ns", "pid")).st_ino != INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
 
 
 def scan_processes(

@@ -12,6 +12,7 @@ import json
 import mmap
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -231,3 +232,39 @@ st = os.stat(f"/proc/self/map_files/{open('/proc/self/maps').read().split(sys.ar
 print(st.st_dev, st.st_ino, flush=True)
 sys.stdin.read()
 """
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare(1) for a PID namespace",
+)
+def test_a_mapping_outside_this_pid_namespace_is_not_ruled_out(tmp_path: Path) -> None:
+    """reclaim's last look run in a PID namespace of its own (a server in a container): the host's
+    processes are not in its /proc, and one of them may map the file through a shared volume."""
+    name = tmp_path / "data.mdb"
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPS_AND_WAITS, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert mapper.stdout is not None and mapper.stdin is not None
+        dev, ino = (int(n) for n in mapper.stdout.readline().split())
+        look = (
+            "import json, sys; from sysmcp.engine.procs import mapped_anywhere; "
+            "print(json.dumps(mapped_anywhere(b'/proc/1/fd/0', int(sys.argv[1]), int(sys.argv[2]))))"
+        )
+        done = subprocess.run(
+            ["unshare", "-p", "-f", "-m", "--mount-proc", sys.executable, "-c", look, str(dev), str(ino)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0 and "unshare" in done.stderr:
+            pytest.skip(f"no PID namespace here: {done.stderr.strip().splitlines()[-1]}")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == "unseen"
+    finally:
+        assert mapper.stdin is not None
+        mapper.stdin.close()
+        assert mapper.wait(timeout=30) == 0
