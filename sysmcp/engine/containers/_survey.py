@@ -272,25 +272,30 @@ def self_binds(root: str, mountinfo: str = MOUNTINFO) -> list[str]:
     on itself, as containers/storage does with its ``overlay/`` (its layers, writable layers included).
     A walk that keeps to one filesystem does not enter a mount, but such a one hides nothing and shows
     nothing from elsewhere: what lies there is the data root's own. Only the mount seen at its point counts:
-    one something else was mounted over (a tmpfs, another directory) shows that, not the data root. A
-    self-bind inside another is a mount to the walk of the outer one, so each is named. Nearest the root
-    first."""
+    one something else was mounted over (a tmpfs, another directory) shows that, not the data root, and so
+    does one inside such a mount. A self-bind inside another is a mount to the walk of the outer one, so
+    each is named. Nearest the root first."""
     try:
         with open(mountinfo, "rb") as handle:
             table = parse_mountinfo(handle.read())
     except OSError:
         return []
     prefix = root.rstrip("/") + "/"
+    # The mounts whose directories are the data root's own: the one holding it, then each self-bind on one
+    # of them. One on anything else (a tmpfs, a directory bound from elsewhere) shows what that shows.
+    own = [table.holding(root)]
     found = []
-    for mount in table.mounts:
+    below = [m for m in table.mounts if m.mount_point.startswith(prefix) and m.dev]
+    for mount in sorted(below, key=lambda m: m.mount_point.count("/")):
         point = mount.mount_point
-        if not point.startswith(prefix) or not mount.dev or table.holding(point) is not mount:
-            continue  # outside the root, of no known device, or covered by a mount over it
+        if table.holding(point) is not mount:
+            continue  # covered by a mount over it
         covered = table.holding(os.path.dirname(point))  # the mount it sits on
-        if covered is None or covered.dev != mount.dev or covered.fs_type != mount.fs_type:
+        if covered is None or not any(covered is mine for mine in own) or covered.dev != mount.dev:
             continue
         inside = os.path.relpath(point, covered.mount_point)
         if os.path.normpath(os.path.join(covered.root, inside)) == os.path.normpath(mount.root):
+            own.append(mount)
             found.append(point)
     return sorted(set(found), key=lambda point: (point.count("/"), point))
 
