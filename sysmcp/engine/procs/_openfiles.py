@@ -216,8 +216,9 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
     ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before truncating it, which would
     kill such a process (SIGBUS). ``"mapped"``: one has (or has a mapping of that inode number whose
     ``map_files`` may not be looked at); ``"unseen"``: none that could be read has, but some process's
-    maps may not be read (another user's, where this server is not root), or this server's PID namespace
-    is a container's (the host's processes are not listed), and one of those may; None: no process has. Never truncated on a guess.
+    maps may not be read (another user's, where this server is not root), or some are not listed (this
+    server's PID namespace is a container's, or /proc hides other users' processes: ``hidepid=2``), and
+    one of those may; None: no process has. Never truncated on a guess.
 
     Every process's maps are read for each file, since any of them may map it by the moment of acting:
     the kernel writes them out, at about 0.1 ms a process."""
@@ -226,8 +227,8 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
         return "unseen"
-    if _inner_pid_namespace(proc):
-        return "unseen"  # the processes outside it (the host's) are not listed, and may map the file
+    if _inner_pid_namespace(proc) or _processes_hidden(proc):
+        return "unseen"  # processes not listed (the host's, or other users'), and they may map the file
     number = str(ino).encode()
     needle = b" " + number + b" "
     unseen = False
@@ -274,6 +275,26 @@ def _inner_pid_namespace(proc: str) -> bool:
         return os.stat(os.path.join(proc, "self", "ns", "pid")).st_ino != INITIAL_PID_NAMESPACE
     except OSError:
         return False
+
+
+#: proc's options that leave other users' processes out of its listing (``hidepid=2`` and ``=4``)
+HIDING = frozenset({"hidepid=2", "hidepid=invisible", "hidepid=4", "hidepid=ptraceable"})
+
+
+def _processes_hidden(proc: str) -> bool:
+    """Whether ``proc`` leaves out of its listing processes this server may not look at: mounted with
+    ``hidepid=invisible`` (or ``ptraceable``), this server not root nor in the group its ``gid=`` names."""
+    if os.geteuid() == 0:
+        return False
+    try:
+        with open(os.path.join(proc, "self", "mountinfo"), "rb") as handle:
+            mount = parse_mountinfo(handle.read()).holding(proc)
+    except OSError:
+        return False
+    if mount is None or mount.fs_type != "proc" or not HIDING.intersection(mount.options):
+        return False
+    gid = next((option[4:] for option in mount.options if option.startswith("gid=")), "")
+    return not gid.isdigit() or int(gid) not in {os.getegid(), *os.getgroups()}
 
 
 def scan_processes(

@@ -268,3 +268,44 @@ def test_a_mapping_outside_this_pid_namespace_is_not_ruled_out(tmp_path: Path) -
         assert mapper.stdin is not None
         mapper.stdin.close()
         assert mapper.wait(timeout=30) == 0
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None,
+    reason="needs root, unshare(1) and setpriv(1) to mount a proc with hidepid=2 and look as nobody",
+)
+def test_a_mapping_in_a_process_proc_hides_is_not_ruled_out(tmp_path: Path) -> None:
+    """reclaim's last look run by a user who may not see other users' processes at all (/proc mounted
+    hidepid=2): one of them may map the file."""
+    name = tmp_path / "data.mdb"
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPS_AND_WAITS, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    hiding = tempfile.mkdtemp(prefix="sysmcp-hidepid-")
+    try:
+        assert mapper.stdout is not None and mapper.stdin is not None
+        dev, ino = (int(n) for n in mapper.stdout.readline().split())
+        look = (
+            "import json, sys; from sysmcp.engine.procs import mapped_anywhere; "
+            "print(json.dumps(mapped_anywhere(sys.argv[1].encode() + b'/1/fd/0', int(sys.argv[2]), int(sys.argv[3]))))"
+        )
+        script = (
+            'mount -t proc -o hidepid=2 proc "$1" && '
+            'exec setpriv --reuid=65534 --regid=65534 --clear-groups "$2" -c "$3" "$1" "$4" "$5"'
+        )
+        command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hiding]
+        done = subprocess.run(
+            [*command, sys.executable, look, str(dev), str(ino)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == "unseen"
+    finally:
+        os.rmdir(hiding)
+        assert mapper.stdin is not None
+        mapper.stdin.close()
+        assert mapper.wait(timeout=30) == 0
