@@ -138,12 +138,22 @@ class UsageRequest:
 
 
 def past_end(st: os.stat_result) -> int:
-    """Bytes allocated past a file's end: its blocks beyond its size rounded up to whole blocks
-    (``st_blksize``). Preallocated space: ``fallocate --keep-size``, or what XFS allocates ahead of a
-    file that grows (speculative preallocation, given back some time after the file is closed).
-    ``du -B1`` counts them; no apparent size shows them."""
+    """At least the bytes allocated past a file's end: its blocks beyond its size rounded up to whole
+    blocks (``st_blksize``) and beyond what the filesystem may spend mapping them. Preallocated space:
+    ``fallocate --keep-size``, or what XFS allocates ahead of a file that grows (speculative
+    preallocation, given back some time after the file is closed). ``du -B1`` counts them; no apparent
+    size shows them.
+
+    ``st_blocks`` counts the filesystem's own mapping blocks too: ext2/ext3's indirect blocks (a plain
+    64 MiB file on ext2 has 257 KiB of them), ext4's extent tree and XFS's extent btree of a fragmented
+    file. A stat cannot tell them from preallocation, so past a file's first 4 blocks (ext4 keeps 4
+    extents in the inode) as many blocks as records of 16 bytes a block (XFS's, the largest) would take,
+    and 2 more for the levels above them, are taken to be mapping, not past the end. A file with holes
+    nets them against its preallocation (``sparse_bytes`` is the other side)."""
     block = st.st_blksize or 512
-    return max(st.st_blocks * 512 - -(-st.st_size // block) * block, 0)
+    blocks = -(-st.st_size // block)
+    mapping = -(-blocks * 16 // block) + 2 if blocks > 4 else 0
+    return max(st.st_blocks * 512 - (blocks + mapping) * block, 0)
 
 
 def extension_of(name: str) -> str:

@@ -353,7 +353,8 @@ class FileResult:
     path: bytes
     done: bool
     #: Why it was skipped: "changed", "symlink", "gone", "outside", "mounted" (a mount on it now), "mapped"
-    #: (a deleted file a process maps now: truncating it would kill that process), "owner"
+    #: (a deleted file a process maps now: truncating it would kill that process), "maps_unreadable" (a
+    #: process whose maps may not be read might map it), "owner"
     #: and "not_regular" (a log to empty whose owner changed, or that is no regular file now), "differs"
     #: (its bytes are not the kept copy's), "keep_gone", "keep_changed", "attributes" (``:link``: owner,
     #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
@@ -699,8 +700,10 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 return FileResult(path, False, "changed")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
-            if mapped_anywhere(path, now.st_dev, now.st_ino):  # mapped since the plan: truncating kills
-                return FileResult(path, False, "mapped")
+            # Last before the truncation: a process that maps the file from here on is killed (SIGBUS)
+            mapped = mapped_anywhere(path, now.st_dev, now.st_ino)
+            if mapped is not None:
+                return FileResult(path, False, "mapped" if mapped == "mapped" else "maps_unreadable")
             return _freeing(path, fd, lambda: os.ftruncate(fd, 0))
     except OSError as exc:
         return FileResult(path, False, _why(exc))

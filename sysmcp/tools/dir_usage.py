@@ -88,7 +88,9 @@ class Totals(Open):
     hidden_files: int = prop("Files counted whose name starts with a dot.")
     hidden_bytes: int = prop("Their apparent bytes.")
     preallocated_bytes: Opt[int] = prop(  # absent from the answers of hosts older than it
-        "Bytes allocated past files' ends (fallocate --keep-size, XFS preallocation): on disk, not apparent.",
+        "At least the bytes allocated past files' ends (fallocate --keep-size, XFS preallocation): on disk, "
+        "not apparent. A floor: a file's own mapping blocks (ext2/ext3 indirect blocks, an extent tree) are "
+        "left out, and a file's holes are netted against it.",
         default=ABSENT,
     )
     matching: Opt[WindowTotals] = prop(

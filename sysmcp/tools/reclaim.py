@@ -148,6 +148,9 @@ REASONS = {
     "mounted": "something is mounted on it now, so it is left alone",
     "mapped": "a process has it mapped into memory now, and emptying it would kill that process (SIGBUS): "
     "restart the process instead",
+    "maps_unreadable": "some process's memory maps may not be read by this server (another user's: run it as "
+    "root; or the host's, where it runs in a container's PID namespace; or hidden by /proc's hidepid), and one that has it mapped would be "
+    "killed by emptying it (SIGBUS), so it is left alone: restart the holder instead",
     "hard_linked": "it has another name (a hard link) now, and emptying it would empty that file too",
     "immutable": "marked immutable since the plan (lsattr shows i; chattr +i), so it is never touched",
     "append_only": "marked append-only since the plan (lsattr shows a; chattr +a), so it is never touched",

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sysmcp.engine.usage import past_end
 from sysmcp.tools.arguments import validate_arguments
 from sysmcp.tools.dir_usage import INPUT_SCHEMA, handle
 from tests.harness import tool_context
@@ -104,3 +105,19 @@ def test_a_preallocated_inode_walked_by_several_processes_is_counted_once(tmp_pa
     usage, _ = shared_scan(tmp_path)
     assert usage.processes > 1
     assert usage.notes[4] == past
+
+
+def test_the_mapping_blocks_of_a_plain_file_are_not_taken_for_preallocation() -> None:
+    """``stat`` of a 64 MiB file written with dd on ext2 (1 KiB blocks), nothing preallocated: its 257 KiB
+    past 64 MiB are the indirect blocks mapping it. Of a fragmented 1.6 MB file on ext4 (1 KiB blocks, 7
+    extents): 6 KiB of extent tree. Neither is 'allocated past files' ends'."""
+    for size, blocks in ((67_108_864, 131_586), (1_638_400, 3_212)):
+        st = os.stat_result(
+            (0o100644, 12, 1, 1, 0, 0, size, 0, 0, 0), {"st_blocks": blocks, "st_blksize": 1024}
+        )
+        assert past_end(st) == 0, size
+    # 8 MiB kept past a 1 MiB file's end on 4 KiB blocks: at least all but its possible mapping is said
+    st = os.stat_result(
+        (0o100644, 12, 1, 1, 0, 0, 1 << 20, 0, 0, 0), {"st_blocks": 9 << 11, "st_blksize": 4096}
+    )
+    assert (8 << 20) - (4 << 12) <= past_end(st) <= 8 << 20

@@ -110,3 +110,26 @@ def test_btrfs_subvolumes_and_snapshots_below_the_path_are_named_as_such_not_as_
     answer: Any = in_private_namespace(["-c", _SUBVOLUMES], "sysmcp-subvolumes-", timeout=300)
     assert answer["skipped"] == {"btrfs_subvolume": 3, "other_filesystem": 1}, answer["text"]
     assert "Skipped: 3 btrfs subvolumes, 1 other filesystem" in answer["text"]
+
+
+_ANOTHER_BTRFS = r"""
+import json, sys
+from pathlib import Path
+import anyio
+from tests.harness import call_tool
+from tests.loopfs import loop_mount
+work = Path(sys.argv[1])
+loop_mount(work / "fs.img", work / "mnt", 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+(work / "mnt" / "top").mkdir()
+loop_mount(work / "other.img", work / "mnt" / "top" / "disk2", 256 << 20, ["mkfs.btrfs", "-q", "-f"])
+output = anyio.run(lambda: call_tool("dir_usage", path=str(work / "mnt" / "top")))
+print(json.dumps({"skipped": output.structured["skipped"], "text": output.text}))
+"""
+
+
+@needs_loop_mounts("mkfs.btrfs")
+def test_another_btrfs_filesystem_mounted_below_the_path_is_another_filesystem_not_a_subvolume() -> None:
+    """A second disk's btrfs mounted below a btrfs path: its root is inode 256 on another device too,
+    but its space is on that disk, which df shows, not on this filesystem."""
+    answer: Any = in_private_namespace(["-c", _ANOTHER_BTRFS], "sysmcp-btrfs2-", timeout=300)
+    assert answer["skipped"] == {"other_filesystem": 1}, answer["text"]

@@ -271,23 +271,31 @@ def self_binds(root: str, mountinfo: str = MOUNTINFO) -> list[str]:
     """The mount points under ``root`` that show the very directory they cover: a directory bind-mounted
     on itself, as containers/storage does with its ``overlay/`` (its layers, writable layers included).
     A walk that keeps to one filesystem does not enter a mount, but such a one hides nothing and shows
-    nothing from elsewhere: what lies there is the data root's own. Nearest the root first."""
+    nothing from elsewhere: what lies there is the data root's own. Only the mount seen at its point counts:
+    one something else was mounted over (a tmpfs, another directory) shows that, not the data root, and so
+    does one inside such a mount. A self-bind inside another is a mount to the walk of the outer one, so
+    each is named. Nearest the root first."""
     try:
         with open(mountinfo, "rb") as handle:
             table = parse_mountinfo(handle.read())
     except OSError:
         return []
     prefix = root.rstrip("/") + "/"
+    # The mounts whose directories are the data root's own: the one holding it, then each self-bind on one
+    # of them. One on anything else (a tmpfs, a directory bound from elsewhere) shows what that shows.
+    own = [table.holding(root)]
     found = []
-    for mount in table.mounts:
+    below = [m for m in table.mounts if m.mount_point.startswith(prefix) and m.dev]
+    for mount in sorted(below, key=lambda m: m.mount_point.count("/")):
         point = mount.mount_point
-        if not point.startswith(prefix) or not mount.dev:
-            continue
+        if table.holding(point) is not mount:
+            continue  # covered by a mount over it
         covered = table.holding(os.path.dirname(point))  # the mount it sits on
-        if covered is None or covered.dev != mount.dev or covered.fs_type != mount.fs_type:
+        if covered is None or not any(covered is mine for mine in own) or covered.dev != mount.dev:
             continue
         inside = os.path.relpath(point, covered.mount_point)
         if os.path.normpath(os.path.join(covered.root, inside)) == os.path.normpath(mount.root):
+            own.append(mount)
             found.append(point)
     return sorted(set(found), key=lambda point: (point.count("/"), point))
 
@@ -297,10 +305,9 @@ def _walk(
 ) -> DataRootWalk:
     started = time.monotonic()
     whole, parts, stopped, skipped = walk_totals(root, timeout_s, report, cancel)
-    entered: list[str] = []
     for point in self_binds(root):
-        if stopped is not None or any(point.startswith(done + "/") for done in entered):
-            continue  # out of time; or inside one walked already, which skipped it as a mount
+        if stopped is not None:
+            break  # out of time
         left = timeout_s - (time.monotonic() - started)
         if left <= 0:
             stopped = f"time budget of {timeout_s:g} s reached"
@@ -309,7 +316,6 @@ def _walk(
             mine, _, stopped, theirs = walk_totals(point, left, report, cancel)
         except OSError:
             continue  # gone, or unreadable: it stays a mount not entered
-        entered.append(point)
         if skipped.as_dict().get("other_filesystem", 0) > 0:
             skipped.add("other_filesystem", -1)  # counted as not entered by the walk that met it
         skipped.merge(theirs.as_dict(), (os.path.join(os.path.relpath(point, root), n) for n in theirs.named))

@@ -22,6 +22,7 @@ import contextlib
 import os
 import stat
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
@@ -34,6 +35,8 @@ DELETED = " (deleted)"
 _Held = tuple[str, os.stat_result, int | None, str, int]
 # A deleted file's identity as a process's maps line gives it: (the filesystem's number, inode)
 _Mapping = tuple[int, int]
+# What ``mapped_anywhere`` found: a process maps the file, one that may not be looked at might, or none does
+MappedNow = Literal["mapped", "unseen"] | None
 
 
 @dataclass(slots=True)
@@ -208,40 +211,90 @@ def link_confined(link: bytes, dev: int) -> bool:
     return view.names(int(pid), path, view.filesystem(int(pid), os.path.basename(os.fsdecode(link)), dev))
 
 
-def mapped_anywhere(link: bytes, dev: int, ino: int) -> bool:
-    """Whether any process whose maps can be read has the deleted file ``(dev, ino)`` mapped now (the
-    /proc tree is the one ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before
-    truncating it, which would kill such a process (SIGBUS). A mapping of the same inode number whose
-    ``map_files`` may not be looked at counts as one: never truncated on a guess."""
+def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
+    """Whether any process has the deleted file ``(dev, ino)`` mapped now (the /proc tree is the one
+    ``link``, a ``/proc/PID/fd/N``, is in): what reclaim asks right before truncating it, which would
+    kill such a process (SIGBUS). ``"mapped"``: one has (or has a mapping of that inode number whose
+    ``map_files`` may not be looked at); ``"unseen"``: none that could be read has, but some process's
+    maps may not be read (another user's, where this server is not root), or some are not listed (this
+    server's PID namespace is a container's, or /proc hides other users' processes: ``hidepid=2``), and
+    one of those may; None: no process has. Never truncated on a guess.
+
+    Every process's maps are read for each file, since any of them may map it by the moment of acting:
+    the kernel writes them out, at about 0.1 ms a process."""
     proc = os.path.dirname(os.path.dirname(os.path.dirname(os.fsdecode(link))))
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
-        return True
+        return "unseen"
+    if _inner_pid_namespace(proc) or _processes_hidden(proc):
+        return "unseen"  # processes not listed (the host's, or other users'), and they may map the file
     number = str(ino).encode()
+    needle = b" " + number + b" "
+    unseen = False
     for pid in pids:
         base = os.path.join(proc, pid)
         try:
             with open(os.path.join(base, "maps"), "rb") as handle:
-                spans = [
-                    fields[0]
-                    for line in handle
-                    if line.endswith(b" (deleted)\n")
-                    and len(fields := line.split(maxsplit=5)) == 6
-                    and fields[4] == number
-                ]
+                text = handle.read()
+        except PermissionError:
+            unseen = True  # another user's: the plan's scan could not look either, nor can this
+            continue
         except OSError:
-            continue  # gone, or another user's: not seen by the plan's scan either
+            continue  # gone
+        if needle not in text:
+            continue  # the common process: no line to look at
+        spans = [
+            fields[0]
+            for line in text.splitlines(keepends=True)
+            if line.endswith(b" (deleted)\n")
+            and len(fields := line.split(maxsplit=5)) == 6
+            and fields[4] == number
+        ]
         for span in spans:
             try:
                 st = os.stat(os.path.join(base, "map_files", os.fsdecode(span)))
             except PermissionError:
-                return True
+                return "mapped"
             except OSError:
                 continue
             if (st.st_dev, st.st_ino) == (dev, ino):
-                return True
-    return False
+                return "mapped"
+    return "unseen" if unseen else None
+
+
+#: The initial PID namespace's inode number, fixed by the kernel (PROC_PID_INIT_INO): the one whose
+#: /proc lists every process on the host.
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+def _inner_pid_namespace(proc: str) -> bool:
+    """Whether this process is in a PID namespace of its own (a container's): the processes of the
+    namespaces above it (the host's) are not in its /proc. False where that cannot be read."""
+    try:
+        return os.stat(os.path.join(proc, "self", "ns", "pid")).st_ino != INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
+
+
+#: proc's options that leave other users' processes out of its listing (``hidepid=2`` and ``=4``)
+HIDING = frozenset({"hidepid=2", "hidepid=invisible", "hidepid=4", "hidepid=ptraceable"})
+
+
+def _processes_hidden(proc: str) -> bool:
+    """Whether ``proc`` leaves out of its listing processes this server may not look at: mounted with
+    ``hidepid=invisible`` (or ``ptraceable``), this server not root nor in the group its ``gid=`` names."""
+    if os.geteuid() == 0:
+        return False
+    try:
+        with open(os.path.join(proc, "self", "mountinfo"), "rb") as handle:
+            mount = parse_mountinfo(handle.read()).holding(proc)
+    except OSError:
+        return False
+    if mount is None or mount.fs_type != "proc" or not HIDING.intersection(mount.options):
+        return False
+    gid = next((option[4:] for option in mount.options if option.startswith("gid=")), "")
+    return not gid.isdigit() or int(gid) not in {os.getegid(), *os.getgroups()}
 
 
 def scan_processes(

@@ -12,6 +12,9 @@ import json
 import mmap
 import os
 import pwd
+import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +23,7 @@ import pytest
 
 from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable
-from sysmcp.engine.procs import Scan, filesystem_of, scan_processes
+from sysmcp.engine.procs import Scan, filesystem_of, mapped_anywhere, scan_processes
 from sysmcp.tools.errors import words
 
 #: Above the largest pid Linux hands out (2**22): no real process answers psutil for it.
@@ -189,3 +192,120 @@ def test_the_filesystem_of_a_device_is_its_whole_mount_nearest_the_root() -> Non
     assert filesystem_of(table, dev) is whole
     assert filesystem_of(MountTable([bind]), dev) is bind
     assert filesystem_of(table, os.makedev(9, 9)) is None
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_a_mapping_in_a_process_whose_maps_may_not_be_read_is_not_ruled_out(tmp_path: Path) -> None:
+    """reclaim's last look before truncating a deleted file, run by a user who may not read another
+    user's maps: that process may map the file, so the answer is not 'no process maps it'."""
+    name = tmp_path / "data.mdb"
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPS_AND_WAITS, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert mapper.stdout is not None and mapper.stdin is not None
+        identity = mapper.stdout.readline().split()
+        dev, ino = int(identity[0]), int(identity[1])
+
+        def look() -> bytes:
+            return json.dumps(mapped_anywhere(f"/proc/{os.getpid()}/fd/0".encode(), dev, ino)).encode()
+
+        _, looked = as_nobody(look)
+        as_root = mapped_anywhere(f"/proc/{os.getpid()}/fd/0".encode(), dev, ino)
+        assert (json.loads(looked()), as_root) == ("unseen", "mapped")
+    finally:
+        assert mapper.stdin is not None
+        mapper.stdin.close()
+        assert mapper.wait(timeout=30) == 0
+
+
+MAPS_AND_WAITS = """
+import mmap, os, sys
+handle = open(sys.argv[1], "w+b")
+handle.write(b"d" * 65536)
+handle.flush()
+mapping = mmap.mmap(handle.fileno(), 0)
+handle.close()
+os.unlink(sys.argv[1])
+st = os.stat(f"/proc/self/map_files/{open('/proc/self/maps').read().split(sys.argv[1])[0].splitlines()[-1].split()[0]}")
+print(st.st_dev, st.st_ino, flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare(1) for a PID namespace",
+)
+def test_a_mapping_outside_this_pid_namespace_is_not_ruled_out(tmp_path: Path) -> None:
+    """reclaim's last look run in a PID namespace of its own (a server in a container): the host's
+    processes are not in its /proc, and one of them may map the file through a shared volume."""
+    name = tmp_path / "data.mdb"
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPS_AND_WAITS, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert mapper.stdout is not None and mapper.stdin is not None
+        dev, ino = (int(n) for n in mapper.stdout.readline().split())
+        look = (
+            "import json, sys; from sysmcp.engine.procs import mapped_anywhere; "
+            "print(json.dumps(mapped_anywhere(b'/proc/1/fd/0', int(sys.argv[1]), int(sys.argv[2]))))"
+        )
+        done = subprocess.run(
+            ["unshare", "-p", "-f", "-m", "--mount-proc", sys.executable, "-c", look, str(dev), str(ino)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0 and "unshare" in done.stderr:
+            pytest.skip(f"no PID namespace here: {done.stderr.strip().splitlines()[-1]}")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == "unseen"
+    finally:
+        assert mapper.stdin is not None
+        mapper.stdin.close()
+        assert mapper.wait(timeout=30) == 0
+
+
+@needs_real_proc_fd
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None,
+    reason="needs root, unshare(1) and setpriv(1) to mount a proc with hidepid=2 and look as nobody",
+)
+def test_a_mapping_in_a_process_proc_hides_is_not_ruled_out(tmp_path: Path) -> None:
+    """reclaim's last look run by a user who may not see other users' processes at all (/proc mounted
+    hidepid=2): one of them may map the file."""
+    name = tmp_path / "data.mdb"
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPS_AND_WAITS, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    hiding = tempfile.mkdtemp(prefix="sysmcp-hidepid-")
+    try:
+        assert mapper.stdout is not None and mapper.stdin is not None
+        dev, ino = (int(n) for n in mapper.stdout.readline().split())
+        look = (
+            "import json, sys; from sysmcp.engine.procs import mapped_anywhere; "
+            "print(json.dumps(mapped_anywhere(sys.argv[1].encode() + b'/1/fd/0', int(sys.argv[2]), int(sys.argv[3]))))"
+        )
+        script = (
+            'mount -t proc -o hidepid=2 proc "$1" && '
+            'exec setpriv --reuid=65534 --regid=65534 --clear-groups "$2" -c "$3" "$1" "$4" "$5"'
+        )
+        command = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", hiding]
+        done = subprocess.run(
+            [*command, sys.executable, look, str(dev), str(ino)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == "unseen"
+    finally:
+        os.rmdir(hiding)
+        assert mapper.stdin is not None
+        mapper.stdin.close()
+        assert mapper.wait(timeout=30) == 0
