@@ -143,9 +143,9 @@ class Fleet:
 
         Each answer kept for the merge is charged to the pool's memory budget (``LineBudget``) as a line
         still arriving is, by the bytes of its line, until the call returns: the merge follows with no
-        wait between, so nothing else is read meanwhile. Past the budget, the holder of the most, an
-        answer kept or a line arriving, is refused: a kept answer becomes its host's error, in the
-        budget's words."""
+        wait between, so nothing else is read meanwhile. Past the budget, lines still arriving are
+        refused before answers kept, and an answer finding no room beside those kept before it is its
+        host's error, in the budget's words (``LineBudget.keep``)."""
         outcomes: dict[str, HostOutcome] = {}
         finished: list[str] = []
         budget = self.pool.line_budget
@@ -185,7 +185,7 @@ class Fleet:
             states.pop(name, None)
             outcomes[name] = outcome
             if outcome.ok:
-                budget.claim(kept.setdefault(name, object()), size, refuse(name))
+                budget.keep(kept.setdefault(name, object()), size, refuse(name), host=name)
             finished.append(name)
             if report is not None and (len(finished) % step == 0 or len(finished) == len(hosts)):
                 await report([outcomes[done] for done in finished], len(hosts))

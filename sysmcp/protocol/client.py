@@ -391,7 +391,7 @@ class ClientSession:
                     return
                 if chunk and self._line_budget is not None:
                     held = self._decoder.held_after(chunk)
-                    if not self._line_budget.claim(self, held, self._over_budget):
+                    if not self._line_budget.claim(self, held, self._over_budget, host=self.name):
                         return  # refused: ended, its reason set, its bytes freed
                 frames = self._decoder.feed(chunk) if chunk else self._decoder.finish()
                 now = self._clock()
@@ -478,8 +478,8 @@ class ClientSession:
         )
 
     def _over_budget(self, reason: str) -> None:
-        """The session ends at the gateway's memory for unfinished lines: this one, holding the most
-        of all sessions, or about to, is refused (``LineBudget``) and its bytes freed at once."""
+        """The session ends at the gateway's memory for answers: its unfinished line, the longest of
+        those arriving or about to be, found no room (``LineBudget.claim``); its bytes are freed at once."""
         event = "an answer past the gateway's memory for answers in flight: session ended"
         self._close(self._end_here(event, reason, length=self._decoder.buffered))
 

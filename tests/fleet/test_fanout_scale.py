@@ -487,8 +487,9 @@ async def test_answers_held_for_the_merge_are_charged_to_the_gateways_memory_and
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """16 hosts, asked one at a time, each answer 2 MiB whole and ended, against a budget of 8 MiB: the
-    answers kept until the merge are charged to it as lines are, so no more than 3 are held; each one
-    past it is its host's error in the budget's words, and the budget is free once the call is done.
+    answers kept until the merge are charged to it as lines are, so no more than 3 are held: the first
+    3, each one after them refused while it arrives (no answer kept is dropped for it), its host's error
+    in the budget's words, and the budget is free once the call is done.
     Before, only unfinished lines were charged: all 16 answers (32 MiB) were held whole for the merge."""
     monkeypatch.setenv("STUB_LARGE", str(2 << 20))
     names = [f"large{i:02}" for i in range(16)]
@@ -499,13 +500,69 @@ async def test_answers_held_for_the_merge_are_charged_to_the_gateways_memory_and
             outcomes = await fleet.fan_out("x", {}, names, timeout=600)
         assert pool.line_budget.held == 0
     answered = [o for o in outcomes if o.ok]
-    assert len(answered) == 3
+    assert [o.host for o in answered] == names[:3]  # an answer once kept is merged
     assert all(o.result == {"answer": "x" * (2 << 20)} for o in answered)
     assert {o.reason for o in outcomes if not o.ok} == {
-        "its answer did not fit the gateway's memory for answers in flight (8 MiB across 4 hosts): "
-        "ask fewer hosts at once or a smaller answer"
+        "the session ended mid-call: its answer did not fit the gateway's memory for answers in flight "
+        "(8 MiB across 4 hosts): ask fewer hosts at once or a smaller answer"
     }
     assert {o.status for o in outcomes if not o.ok} == {"remote_error"}
+
+
+async def test_a_host_stalled_mid_line_is_refused_before_a_larger_answer_already_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``large1`` answers 40 MiB, kept for the merge; then ``stall1`` sends 32 MiB of a line and stops,
+    past the 64 MiB budget. The answer ended and parsed is worth more than a line that may never end:
+    ``stall1`` is refused and ``large1`` answers. Before, the holder of the most was refused, the kept
+    answer (turned into ``large1``'s error), and ``stall1`` held its 32 MiB until the fleet deadline."""
+    monkeypatch.setenv("STUB_LARGE", str(40 << 20))
+    names = ["large1", "stall1"]
+    inventory = from_names(names)
+    async with SessionPool(inventory, settings(tmp_path), line_budget=64 << 20).open() as pool:
+        fleet = Fleet(inventory, pool, concurrency=1, deadline=DEADLINE)  # large1 ends before stall1 starts
+        with anyio.fail_after(DEADLINE * 2):
+            outcomes = await fleet.fan_out("x", {}, names, timeout=600)
+        assert pool.line_budget.held == 0
+    assert statuses(outcomes) == {"large1": "ok", "stall1": "remote_error"}
+    assert outcomes[0].result == {"answer": "x" * (40 << 20)}
+    assert outcomes[1].reason == (
+        "the session ended mid-call: its answer did not fit the gateway's memory for answers in flight "
+        "(64 MiB across 2 hosts): ask fewer hosts at once or a smaller answer"
+    )
+
+
+async def test_the_budgets_words_count_a_host_holding_in_two_calls_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One call has ``large1``'s answer of 24 MiB kept while ``stall1`` holds 32 MiB of a line; a second
+    call asks ``large1`` again, and its line passes the 64 MiB budget: ``stall1``'s line, the longest
+    arriving, is refused. Two hosts hold the gateway's memory, ``large1`` in both calls. Before, the
+    words counted holders: "across 3 hosts"."""
+    written = tmp_path / "written"
+    monkeypatch.setenv("STUB_WRITTEN", str(written))
+    monkeypatch.setenv("STUB_LARGE", str(24 << 20))
+    inventory = from_names(["large1", "stall1"])
+    async with SessionPool(inventory, settings(tmp_path), line_budget=64 << 20).open() as pool:
+        fleet = Fleet(inventory, pool, concurrency=1, deadline=DEADLINE)
+        first: list[HostOutcome] = []
+        with anyio.fail_after(DEADLINE * 2):
+            async with anyio.create_task_group() as group:
+
+                async def both() -> None:
+                    first.extend(await fleet.fan_out("x", {}, ["large1", "stall1"], timeout=600))
+
+                group.start_soon(both)
+                while not written.exists():  # large1's answer kept, stall1's line held
+                    await anyio.sleep(0.01)
+                second = await fleet.fan_out("x", {}, ["large1"], timeout=600)
+        assert pool.line_budget.held == 0
+    assert statuses(second) == {"large1": "ok"}
+    assert statuses(first) == {"large1": "ok", "stall1": "remote_error"}
+    assert first[1].reason == (
+        "the session ended mid-call: its answer did not fit the gateway's memory for answers in flight "
+        "(64 MiB across 2 hosts): ask fewer hosts at once or a smaller answer"
+    )
 
 
 async def test_tool_errors_kept_for_the_merge_keep_their_one_line_reason_not_their_whole_words(

@@ -54,6 +54,96 @@ def test_a_holder_alone_is_never_refused_and_a_claim_replaces_what_it_held() -> 
     assert budget.claim("a", 0, lambda reason: pytest.fail(reason)) and budget.holders == 0
 
 
+def test_lines_arriving_are_refused_before_answers_kept_and_a_kept_answer_is_never_dropped() -> None:
+    """An answer kept (50) and a line stalled (30) of a budget of 100: a line of 25 more is refused the
+    longest line first, the stalled one, never the answer kept though it holds the most. A line that
+    cannot fit beside the answers kept is refused itself, however short the other lines."""
+    budget = LineBudget(100)
+    refused: dict[str, str] = {}
+
+    def refuse(name: str) -> Any:
+        return lambda reason: refused.setdefault(name, reason)
+
+    assert budget.keep("kept", 50, refuse("kept")) and budget.claim("stalled", 30, refuse("stalled"))
+    assert budget.claim("line", 25, refuse("line"))
+    assert list(refused) == ["stalled"] and budget.held == 75
+    assert budget.claim("short", 5, refuse("short"))
+    assert not budget.claim("line", 51, refuse("line"))  # 50 kept + 51: no line refused makes room
+    assert list(refused) == ["stalled", "line"] and budget.held == 55  # "short" is not cut for nothing
+
+
+def test_among_answers_kept_the_newest_is_refused_and_the_lines_arriving_go_first() -> None:
+    budget = LineBudget(100)
+    refused: dict[str, str] = {}
+
+    def refuse(name: str) -> Any:
+        return lambda reason: refused.setdefault(name, reason)
+
+    assert budget.keep("first", 30, refuse("first")) and budget.claim("line", 50, refuse("line"))
+    assert budget.keep("second", 60, refuse("second"))  # 140: the line goes, both answers are kept
+    assert list(refused) == ["line"] and budget.held == 90
+    assert not budget.keep("third", 20, refuse("third"))  # 110: the newest, not one kept before it
+    assert list(refused) == ["line", "third"] and budget.held == 90
+    budget.release("first")
+    assert budget.keep("third", 10, refuse("third")) and budget.held == 70
+
+
+def test_an_answer_or_a_line_alone_is_never_refused() -> None:
+    budget = LineBudget(10)
+    refused: list[str] = []
+    assert budget.keep("kept", 1_000, pytest.fail) and budget.held == 1_000
+    budget.release("kept")
+    assert budget.claim("line", 1_000, refused.append)
+    assert budget.keep("kept", 20, pytest.fail)  # the line goes, arriving; the answer alone is kept
+    assert len(refused) == 1 and budget.held == 20 and budget.holders == 1
+
+
+def test_the_budgets_words_count_each_host_once_however_many_bytes_it_holds() -> None:
+    """Host a holds an answer kept in one call and a line in another; b holds a line: two hosts."""
+    mib = 1 << 20
+    budget = LineBudget(100 * mib)
+    refused: dict[str, str] = {}
+
+    def refuse(name: str) -> Any:
+        return lambda reason: refused.setdefault(name, reason)
+
+    assert budget.keep("a's answer", 30 * mib, pytest.fail, host="a")
+    assert budget.claim("b's line", 40 * mib, refuse("b"), host="b")
+    assert budget.claim("a's line", 35 * mib, pytest.fail, host="a")
+    assert refused == {
+        "b": "its answer did not fit the gateway's memory for answers in flight (100 MiB across 2 hosts): "
+        "ask fewer hosts at once or a smaller answer"
+    }
+    budget.release("a's line")  # ended, and kept in its call:
+    assert budget.keep("a's answer again", 40 * mib, pytest.fail, host="a")
+    assert not budget.claim("a's third", 40 * mib, refuse("a"), host="a")
+    assert "(100 MiB across 1 host)" in refused["a"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.integers(0, 150)), max_size=40))
+def test_the_budget_holds_within_its_limit_or_one_holder_and_drops_no_answer_kept(
+    steps: list[tuple[int, bool, int]],
+) -> None:
+    """Any claims and keeps of eight holders against 100: what is held stays within the limit, or one
+    holder holds it all; an answer once kept is never refused after."""
+    budget = LineBudget(100)
+    kept: set[int] = set()
+    refused: list[int] = []
+
+    def refuse(name: int) -> Any:
+        return lambda reason: refused.append(name)
+
+    for holder, keeping, size in steps:
+        refused.clear()
+        kept.discard(holder)
+        act = budget.keep if keeping else budget.claim
+        if act(holder, size, refuse(holder), host=holder % 3) and keeping and size > 0:
+            kept.add(holder)
+        assert not kept & set(refused), (refused, kept)
+        assert budget.held <= budget.limit or budget.holders == 1
+
+
 def test_the_default_budget_is_512_mib_or_an_eighth_of_physical_memory_if_less() -> None:
     assert default_line_budget(None) == DEFAULT_LINE_BUDGET == 512 << 20
     assert default_line_budget(64 << 30) == 512 << 20
