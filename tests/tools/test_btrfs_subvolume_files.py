@@ -240,14 +240,20 @@ done = [
 ]
 sizes = [os.stat(item.entries[0].path).st_size for item in plan.items]
 holder.kill()
-print(json.dumps({"disk": disk, "planned": planned, "done": done, "sizes": sizes}))
+from tests.reclaim.test_reclaim import maps_hidden_from_this_user
+hidden = maps_hidden_from_this_user()
+print(json.dumps({"disk": disk, "planned": planned, "done": done, "sizes": sizes, "hidden": hidden}))
 """
 
 
 @needs_loop_mounts("mkfs.btrfs")
 def test_reclaim_plans_and_truncates_a_deleted_file_held_open_in_a_btrfs_subvolume() -> None:
     found: dict[str, Any] = in_private_namespace(["-c", _RECLAIM], "sysmcp-btrfs-reclaim-", 120)
-    assert found["planned"] == [found["disk"]] and found["done"] == [[True]] and found["sizes"] == [0]
+    assert found["planned"] == [found["disk"]]
+    if found["hidden"]:  # some process here may map it unseen: reclaim truncates nothing (maps_unreadable)
+        assert found["done"] == [[False]] and found["sizes"] == [3_000_000]
+    else:
+        assert found["done"] == [[True]] and found["sizes"] == [0]
 
 
 _OTHER_NAMESPACE = r"""
