@@ -820,8 +820,9 @@ def duplicates(groups: Sequence[Sequence[bytes | Copy]]) -> list[Proposal]:
                     "byte by byte with the kept copy again when acting)",
                     note=None
                     if refused
-                    else f"or replace each extra by a hard link to {shown}: the names stay, but a change "
-                    "through one name then shows in every one",
+                    # the name as os.fsdecode makes it, which the review escapes exactly (``escaped``)
+                    else f"or replace each extra by a hard link to {os.fsdecode(keep[0])}: the names stay, "
+                    "but a change through one name then shows in every one",
                     keep=keep,
                     no_link=refused,
                 )

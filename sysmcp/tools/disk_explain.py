@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import display, mount_source, on_the_way, printable, shell_word
+from sysmcp.engine.paths import call_argument, display, mount_source, on_the_way, printable, shell_word
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 
@@ -392,7 +392,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         f"Of {human_bytes(used)} used on {printable(point)} ({printable(acc.mount.fs_type)} "
         f"{printable(mount_source(acc.mount.device, roots))}), " + ", ".join(summary) + "."
     )
-    first = printable(str(walked.roots_walked[0]) if walked.roots_walked else point)
+    first = call_argument(str(walked.roots_walked[0]) if walked.roots_walked else point)
     files_step = f"dir_usage path={first} shows which directories hold them"
     lines.append(
         f"1. Files reached by a walk{' of your roots' if confined else ''} (du -x): "
@@ -407,7 +407,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     unread_step = "run as root or as the directories' owner to see inside"
     if scanned is not None:
         lines.append(
-            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={printable(point)} "
+            f"4. Unreadable directories: not counted (part 1 is {source}). Next: dir_usage path={call_argument(point)} "
             "one_file_system=true counts them (and leaves the scan a later explain reuses)."
         )
     elif walked.unreadable:

@@ -28,7 +28,7 @@ from sysmcp.engine.hashing import (
     listed,
 )
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.paths import PATH_MAX, PathPolicy, display, printable
+from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, display, printable
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -338,16 +338,19 @@ def render(
             else f"{cut} was not kept: {not_kept}."
         )
     if answer.entries and answer.missing == answer.entries:
-        lines.append(_all_missing_hint(printable(answer.base_dir), manifest_dir and printable(manifest_dir)))
+        lines.append(_all_missing_hint(answer.base_dir, manifest_dir))
     return "\n".join(lines)
 
 
-def _all_missing_hint(base_shown: str, manifest_dir: str | None) -> str:
+def _all_missing_hint(base_dir: str, manifest_dir: str | None) -> str:
     """Every entry MISSING is almost always a manifest checked from the wrong directory: where its
     names were looked for, and where else to look."""
-    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {base_shown}."
-    if manifest_dir is not None and manifest_dir != base_shown:
-        return f"{hint} The manifest's own directory is {manifest_dir}: try base_dir={manifest_dir}."
+    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {printable(base_dir)}."
+    if manifest_dir is not None and manifest_dir != base_dir:
+        return (
+            f"{hint} The manifest's own directory is {printable(manifest_dir)}: "
+            f"try base_dir={call_argument(manifest_dir)}."
+        )
     return f"{hint} Give base_dir= the directory the manifest was made in (where sha256sum or hash_tree ran)."
 
 

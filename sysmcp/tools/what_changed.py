@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import call_argument, display, printable
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
@@ -582,7 +582,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             line += (
                 f"; the directories under {printable(shown)} account for {signed(explained or 0)}, so "
                 f"{signed(rest)} is elsewhere (other directories, deleted files still open): "
-                f"disk_usage path={point} explain=true accounts for it"
+                f"disk_usage path={call_argument(found.mount_point)} explain=true accounts for it"
             )
         lines.append(line + ".")
         growth = FilesystemGrowth(found.mount_point, grown.readings, round(grown.span_s, 3), grown.used, rest)

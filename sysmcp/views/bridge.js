@@ -181,13 +181,21 @@ function duration(seconds) {
 // What Python's str.isprintable() calls unprintable (the text answers escape the same characters).
 const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|(?! )\p{Zs}/gu;
 const C_ESCAPES = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\x07": "\\a", "\b": "\\b", "\v": "\\v", "\f": "\\f" };
-/** A name (a path, a mount point, a device, a model) as the page shows it: each character that is not
- * printable written as the text answers write it (newline as \n, ESC as \033, U+202E as \342\200\256),
- * so a name nobody here chose can neither reorder the text around it (a bidi override) nor start a
- * line of its own in a tooltip, nor hide in a zero-width character. Attributes that are data, not
- * text (data-path, which a click sends back), keep the exact name. */
+/** A file's name (a path, a mount point, a device node) as the page shows it, as the text answers show
+ * it (GNU ls -b): its own backslash doubled, then each character that is not printable escaped as
+ * shownWords escapes it, so the name holding ESC (a\033b) and the one literally named so (a\\033b)
+ * never read alike. Attributes that are data, not text (data-path, which a click sends back), keep the
+ * exact name. */
 function shownName(name) {
-  return String(name).replace(UNPRINTABLE, (char) => C_ESCAPES[char] ||
+  return shownWords(String(name).replace(/\\/g, "\\\\"));
+}
+/** Words that are not a file's name (an engine's message, a model, a kernel line) as the page shows
+ * them: each character that is not printable written as the text answers write it (newline as \n, ESC
+ * as \033, U+202E as \342\200\256), so words nobody here chose can neither reorder the text around
+ * them (a bidi override) nor start a line of their own in a tooltip, nor hide in a zero-width
+ * character; a backslash stays as it is. */
+function shownWords(text) {
+  return String(text).replace(UNPRINTABLE, (char) => C_ESCAPES[char] ||
     Array.from(new TextEncoder().encode(char), (byte) => "\\" + byte.toString(8).padStart(3, "0")).join(""));
 }
 /** An element with attributes and children (strings become text nodes, never markup). */

@@ -159,6 +159,27 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
 
 
+def test_the_hard_link_note_names_a_kept_copy_whose_name_is_not_utf8_exactly(tmp_path: Path) -> None:
+    """The note 'or replace each extra by a hard link to …' names the kept copy as the review escapes
+    every name (``\\200``): not with U+FFFD for the byte, which reads alike for every byte not UTF-8."""
+    base = os.fsencode(tmp_path)
+    groups = []
+    for odd in (b"\x80", b"\x81"):
+        data = os.urandom(9_000)
+        kept, extra = base + b"/kept" + odd, base + b"/extra" + odd
+        for path in (kept, extra):
+            with open(path, "wb") as handle:
+                handle.write(data)
+        os.utime(kept, (1_000_000_000, 1_000_000_000))  # the older copy is the one kept
+        groups.append([kept, extra])
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    notes = {item.keep.path: escaped(item.note or "") for item in plan.items if item.keep is not None}
+    assert sorted(notes) == sorted(group[0] for group in groups)
+    for kept, note in notes.items():
+        assert f"hard link to {escaped(kept)}:" in note, note
+        assert "\ufffd" not in note
+
+
 def older_copy_in(base: Path, place: str) -> tuple[Path, Path, list[list[bytes]]]:
     """A file in ``place`` (ann's trash, the logs), older than its one copy in her documents: by age
     alone, the one kept."""

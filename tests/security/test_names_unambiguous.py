@@ -14,11 +14,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from sysmcp.engine.paths import escaped, printable, printable_text
+from tests.profile import UNDER_POSIX_PROFILE
 from tests.wire import result_text, spawn
 
 #: Pairs of names that looked alike: the first holds the character or byte, the second the text
@@ -167,3 +169,94 @@ async def test_file_sha256_names_each_of_two_lookalikes_as_itself(tmp_path: Path
                 )
                 texts.append(result_text(reply))
             assert len(set(texts)) == len(texts)
+
+
+def suggested_argument(text: str, key: str) -> str:
+    """The value a call the text suggests gives ``key``: a JSON string when quoted, else the bare word."""
+    found = re.search(rf'{key}=("(?:[^"\\]|\\.)*"|\S+?)(?=[.\s]|$)', text)
+    assert found, text
+    value = found.group(1)
+    return str(json.loads(value)) if value.startswith('"') else value
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["back\\slash", "esc\x1bape", "plain"])
+async def test_a_suggested_call_names_the_very_directory(tmp_path: Path, name: str) -> None:
+    """verify_checksums' 'try base_dir=…': a path argument is the name itself, so the value suggested
+    must be the exact name (its shown form, 'back\\\\slash', would name a directory with two
+    backslashes, another one or none)."""
+    made = tmp_path / name
+    made.mkdir()
+    (made / "f").write_bytes(b"f")
+    manifest = made / "SHA256SUMS"
+    manifest.write_text("0" * 64 + "  f\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    async with spawn("--no-history") as wire:
+        await wire.initialize("2025-11-25")
+        reply = await wire.call("verify_checksums", {"manifest": str(manifest), "base_dir": str(elsewhere)})
+        text = result_text(reply)
+        assert "Every entry is MISSING" in text, text
+        assert f"The manifest's own directory is {printable(str(made))}" in text
+        suggested = suggested_argument(text, "base_dir")
+        assert suggested == str(made), (suggested, text)
+        # and that value, passed back, finds the file
+        again = await wire.call("verify_checksums", {"manifest": str(manifest), "base_dir": suggested})
+        assert "1 FAILED" in result_text(again), result_text(again)
+
+
+def test_a_call_argument_is_the_name_itself_or_a_json_string_of_it() -> None:
+    from sysmcp.engine.paths import call_argument
+
+    for name in [
+        "/srv/plain x",
+        "/srv/a\\b",
+        "/srv/\\",
+        "/srv/end\\",
+        "/srv/e\x1bs",
+        "/srv/n\nl",
+        "/srv/r\u202eb",
+    ]:
+        word = call_argument(name)
+        assert word.isprintable()
+        assert (json.loads(word) if word.startswith('"') else word) == name, (name, word)
+    assert call_argument("/srv/a\\b") == '"/srv/a\\\\b"'
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="mount namespaces are Linux's")
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root: a tmpfs mount")
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) from util-linux")
+def test_disk_explain_suggests_calls_on_the_very_mount_point(tmp_path: Path) -> None:
+    """disk_usage explain's 'Next: dir_usage path=…' and 'deleted_open_files path=…' on a tmpfs whose
+    mount point holds a backslash, in a private mount namespace: the value is the mount point itself."""
+    point = tmp_path / "mnt\\point"
+    point.mkdir()
+    done = subprocess.run(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs -o size=4m tmpfs "$1" && echo x > "$1/f" && shift && exec "$@"',
+            "sh",
+            str(point),
+            sys.executable,
+            "-m",
+            "sysmcp",
+            "call",
+            "--no-history",
+            "disk_usage",
+            f"path={json.dumps(str(point))}",
+            "explain=true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"used on {printable(str(point))} (tmpfs" in done.stdout, done.stdout
+    for key in ("dir_usage path", "deleted_open_files path"):
+        assert suggested_argument(done.stdout, key) == str(point), done.stdout

@@ -130,6 +130,26 @@ def test_the_filesystems_growth_over_seconds_is_said_with_the_part_the_directori
     assert "+0 B" not in text
 
 
+def test_the_explain_it_suggests_names_a_mount_point_holding_a_backslash_itself() -> None:
+    """The text shows the mount point escaped (``\\\\``), but the call it suggests passes it as a JSON
+    string: ``path=/srv/a\\\\b`` would name a directory with two backslashes."""
+    growth = Growth(5, THEN, THEN + 8, 60 * MiB)
+    old, new = snap(THEN, OLD), snap(THEN + 8, NEW, id=2)
+    found = Findings(
+        True,
+        old=old,
+        new=new,
+        diff=diff_scans(old, new),
+        mount_point="/srv/a\\b",
+        growth=growth,
+        readings_span_s=8.0,
+    )
+    args = validate_arguments(INPUT_SCHEMA, {"path": "/srv", "since": "last"})
+    text, _, _ = render("/srv", found, args)
+    assert "Filesystem /srv/a\\\\b: used +60.0 MiB" in text, text
+    assert 'disk_usage path="/srv/a\\\\b" explain=true accounts for it.' in text, text
+
+
 async def test_a_since_in_the_future_is_refused_before_any_scan(tmp_path: Path) -> None:
     state.configure(tmp_path / "state")
     try:

@@ -6,6 +6,7 @@ This is the room's front door: other rooms import these names from here, never a
 from sysmcp.engine.paths._paths import (
     PATH_MAX,
     PathPolicy,
+    call_argument,
     display,
     echo,
     escaped,
@@ -29,6 +30,7 @@ from sysmcp.engine.paths._paths import (
 __all__ = [
     "PATH_MAX",
     "PathPolicy",
+    "call_argument",
     "display",
     "echo",
     "escaped",

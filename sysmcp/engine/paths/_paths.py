@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import json
 import os
 import shlex
 import stat
@@ -89,6 +90,17 @@ def shell_word(name: str | bytes) -> str:
     if shown == text:
         return shlex.quote(text)
     return "$'" + shown.replace("'", "\\'") + "'"
+
+
+def call_argument(name: str | bytes) -> str:
+    """A name as the value of an argument in a call an answer suggests (``dir_usage path=…``): as it
+    is when it shows as it is, else a JSON string (``"/srv/a\\\\b"``, ESC as ``\\u001b``), which a
+    client undoes to the exact name. Never the ``printable`` form: a path argument is the name itself,
+    so ``path=/srv/a\\\\b`` would name the file with two backslashes, not the one shown."""
+    text = name if isinstance(name, str) else os.fsdecode(name)
+    if printable(text) == text:
+        return text
+    return json.dumps(text)
 
 
 def one_line(text: str) -> str:
