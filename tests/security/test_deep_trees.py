@@ -74,3 +74,30 @@ async def test_a_call_out_of_descriptors_is_a_marked_partial_answer_and_the_serv
         assert "nothing found: " not in text or "duplicate" not in text.split("nothing found: ")[1], text
         reply = await wire.call("dir_usage", {"path": str(deep_path / "flat")})  # still serving, in full
         assert reply["result"]["structuredContent"]["complete"] is True, result_text(reply)
+
+
+def deep_file_and_manifest(tree: Path, depth: int = 300) -> None:
+    """A file ``depth`` levels below ``tree``, and ``tree/SHA256SUMS`` naming it rightly."""
+    levels = nest(tree, depth)
+    put(tree, f"{levels[-1]}/f", b"deep")
+    (tree / "SHA256SUMS").write_text(f"{hashlib.sha256(b'deep').hexdigest()}  {levels[-1]}/f\n")
+
+
+async def test_a_partial_answer_out_of_descriptors_never_asks_for_more_time(deep_path: Path) -> None:
+    """A walk stopped because the server had no descriptor left says so, and nowhere that a larger
+    timeout_s would help: more time would stop at the same directory."""
+    tree = deep_path / "tree"
+    deep_file_and_manifest(tree)
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        for tool, args in (
+            ("hash_tree", {"path": str(tree)}),
+            ("disk_usage", {"path": str(tree), "explain": True}),
+        ):
+            reply = await wire.call(tool, args)
+            text = result_text(reply)
+            assert reply["result"]["isError"] is False, text
+            assert f"limit of {SCANT_LIMIT} open files reached" in text, text
+            assert "timeout_s" not in text and "time budget" not in text, text
