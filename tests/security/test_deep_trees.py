@@ -101,3 +101,25 @@ async def test_a_partial_answer_out_of_descriptors_never_asks_for_more_time(deep
             assert reply["result"]["isError"] is False, text
             assert f"limit of {SCANT_LIMIT} open files reached" in text, text
             assert "timeout_s" not in text and "time budget" not in text, text
+
+
+async def test_new_files_looked_for_out_of_descriptors_are_a_partial_answer_never_all_ok(
+    deep_path: Path,
+) -> None:
+    """verify_checksums' walk for files the manifest does not name, stopped for want of a descriptor,
+    makes the answer partial: never 'ALL OK' with '0 new files' when directories were never listed."""
+    tree = deep_path / "tree"
+    deep_file_and_manifest(tree)
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call(
+            "verify_checksums", {"manifest": str(tree / "SHA256SUMS"), "report_new": True}
+        )
+        text = result_text(reply)
+        assert reply["result"]["isError"] is False, text
+        assert "PARTIAL RESULT" in text and f"limit of {SCANT_LIMIT} open files reached" in text, text
+        assert "the list of new files may be short" in text and "ALL OK" not in text, text
+        assert "timeout_s" not in text, text
+        assert reply["result"]["structuredContent"]["complete"] is False, text
