@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.paths import display, printable
+from sysmcp.engine.walk import more_time_helps
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
@@ -610,12 +611,15 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     checked = found.integrity
     if found.integrity_stopped is not None and checked is not None and checked.comparable:
         complete = False  # the files it did not reach: not checked, and new ones there not seen
+        stopped = found.integrity_stopped
+        timed = more_time_helps(stopped)  # else no descriptor was left: more time stops at the same place
         lines.insert(
             0,
-            f"PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: "
-            f"{found.integrity_stopped}): "
-            f"{plural(checked.not_checked, 'file')} of the baseline not hashed, and files added where it did "
-            "not reach are not named; a larger timeout_s gives it more time.",
+            "PARTIAL RESULT: the integrity check stopped early ("
+            + ("in what the scan left of the time budget: " if timed else "")
+            + f"{stopped}): {plural(checked.not_checked, 'file')} of the baseline not hashed, and files added "
+            + "where it did not reach are not named"
+            + ("; a larger timeout_s gives it more time." if timed else "."),
         )
     for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
         lines.append(f"Note: {note}.")
@@ -794,8 +798,10 @@ def _integrity_lines(
     counts = ", ".join(
         f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}{told.get(k, '')}" for k, v in kinds.items()
     )
+    stopped = found.integrity_stopped
+    why = " in time" if stopped is None or more_time_helps(stopped) else ": out of file descriptors"
     checked = (
-        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
+        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached{why})"
         if integrity.not_checked
         else " (hashed now)"
     )
