@@ -123,3 +123,25 @@ async def test_new_files_looked_for_out_of_descriptors_are_a_partial_answer_neve
         assert "the list of new files may be short" in text and "ALL OK" not in text, text
         assert "timeout_s" not in text, text
         assert reply["result"]["structuredContent"]["complete"] is False, text
+
+
+async def test_a_plan_whose_search_for_duplicates_ran_out_of_descriptors_is_not_complete(
+    deep_path: Path,
+) -> None:
+    """reclaim_plan's structured answer says the plan is partial when its search for duplicates stopped
+    early, as its text does: ``sysmcp call`` then exits 3, and 'duplicate' among the classes checked with
+    no item is never read as 'nothing to free'."""
+    tree = deep_path / "tree"
+    levels = nest(tree, 300)
+    for level in (levels[0], levels[-1]):
+        put(tree, f"{level}/copy", b"the same bytes")
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call("reclaim_plan", {"path": str(tree), "duplicates": True})
+        text = result_text(reply)
+        assert "the search for duplicates stopped early (out of file descriptors" in text, text
+        structured = reply["result"]["structuredContent"]
+        assert structured["complete"] is False, structured
+        assert structured["stopped_reason"].startswith("out of file descriptors"), structured
