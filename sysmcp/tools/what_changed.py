@@ -413,8 +413,10 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             "those of only some directories would misstate the whole; a larger timeout_s gives it more time."
         )
     elif not complete:
+        why = found.scan_stopped_reason
+        why = "its time budget" if why is None or more_time_helps(why) else why  # else no descriptor left
         lines.append(
-            "PARTIAL RESULT: the scan made now stopped early (its time budget): it is compared with no snapshot, "
+            f"PARTIAL RESULT: the scan made now stopped early ({why}): it is compared with no snapshot, "
             "as directories it did not reach would look gone."
         )
     if diff is not None and old is not None and new is not None:
