@@ -108,6 +108,7 @@ class Findings:
     #: Why comparing the snapshots stopped before the end: its time budget ran out, the scan made now
     #: stopped early (its snapshot partial), or a prune deleted a snapshot as it was read (``unread``).
     stopped: Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None = None
+    scan_stopped_reason: str | None = None  # with "scan_stopped": why the scan made now stopped early
     not_kept: bool = False  # a fresh scan left no snapshot
     oldest_instead: float | None = None  # none as old as since: when the oldest one compared was taken
     #: Snapshots of the path (same host, root and options) of another filesystem once mounted there:
@@ -203,7 +204,7 @@ def compare(
             return finish()
         found.new, found.fresh = done.snapshot, True
         if done.snapshot.partial:
-            found.stopped = "scan_stopped"
+            found.stopped, found.scan_stopped_reason = "scan_stopped", done.usage.stopped
     elif newest is not None:
         found.new = store.load_scan(newest.id, dirs=False)
         found.unread = None if found.new is not None else store.unread()  # not read is not "none"

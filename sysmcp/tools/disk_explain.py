@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import call_argument, display, mount_source, on_the_way, printable, shell_word
+from sysmcp.engine.walk import more_time_helps
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 
@@ -455,6 +456,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
         _shared_step(acc.mount.fs_type)
         if over
         else f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
+        if walked.stopped and more_time_helps(walked.stopped)
+        else "call again once more descriptors are free (the walk ran out of them, as the first line says)"
         if walked.stopped
         else "none within your roots: the rest of the filesystem lies outside them, neither walked nor counted"
         if confined

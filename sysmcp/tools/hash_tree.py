@@ -27,7 +27,7 @@ from sysmcp.engine.hashing import (
     hash_path,
 )
 from sysmcp.engine.paths import display, printable, shell_word
-from sysmcp.engine.walk import SkipCounter, WalkOptions
+from sysmcp.engine.walk import SkipCounter, WalkOptions, more_time_helps
 from sysmcp.history.recording import unreadable_of
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.threads import run_in_thread
@@ -225,11 +225,15 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             "manifest nor counted)"
         )
         were = "was" if tree.files_not_hashed == 1 else "were"
+        more = (
+            f" Give a larger timeout_s (at most {TIMEOUT.maximum:g}) or a subdirectory."
+            if more_time_helps(tree.stopped_reason)
+            else ""  # the reason says what to raise: more time would stop at the same place
+        )
         out.append(
             f"PARTIAL RESULT: hashing stopped early ({tree.stopped_reason}); the manifest covers the "
             f"{plural(tree.files, 'file')} hashed by then, each line correct; {plural(tree.files_not_hashed, 'file')} "
-            f"listed {were} not hashed{unlisted}. Give a larger timeout_s (at most {TIMEOUT.maximum:g}) or a "
-            "subdirectory."
+            f"listed {were} not hashed{unlisted}.{more}"
         )
     out.append(
         f"{tree.algorithm} manifest of {printable(tree.path)}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "

@@ -107,6 +107,11 @@ class ReclaimPlan:
     path: str = prop()
     total_bytes: int = prop("Disk bytes all the items together could free.")
     items: list[PlanItem] = prop("What could be freed, largest first.")
+    complete: bool = prop(
+        "False when the search for duplicates stopped early (its deadline, no descriptor left): duplicates "
+        "not confirmed by then are not in the plan."
+    )
+    stopped_reason: str | None = prop("Why the search for duplicates stopped early; null when complete.")
     script: Opt[str | None] = prop("sysmcp:// URI of the plan as a shell script.")
     kept: Opt[Literal["history", "memory"]] = prop(
         "Where the plan is kept: the history store (survives a restart) or this server's memory."
@@ -318,6 +323,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path=shown,
         total_bytes=plan.bytes,
         items=[item_view(item) for item in plan.items],
+        complete=stopped is None,
+        stopped_reason=stopped,
         script=links[0].uri if links else None,
         kept="history" if kept.durable else "memory",
         kept_note=None if kept.durable else kept.reason,

@@ -29,7 +29,7 @@ from sysmcp.engine.hashing import (
 )
 from sysmcp.engine.hashing import verify as check_manifest
 from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, display, printable
-from sysmcp.engine.walk import WalkOptions
+from sysmcp.engine.walk import WalkOptions, more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import and_more, human_bytes, plural, rate, titled
@@ -299,10 +299,14 @@ def render(
     the full report, and where to look when every entry is MISSING."""
     lines = []
     if answer.stopped_reason is not None:
+        more = (
+            f" Give a larger timeout_s (at most {TIMEOUT.maximum:g}) or check a part of the manifest."
+            if more_time_helps(answer.stopped_reason)
+            else ""  # the reason says what to raise: more time would stop at the same place
+        )
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({answer.stopped_reason}); {answer.not_checked:,} of "
-            f"{plural(answer.entries, 'entry', 'entries')} were not checked. Give a larger timeout_s (at most {TIMEOUT.maximum:g}) "
-            "or check a part of the manifest."
+            f"{plural(answer.entries, 'entry', 'entries')} were not checked.{more}"
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
     lists = (

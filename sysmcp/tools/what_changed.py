@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.paths import call_argument, display, printable
+from sysmcp.engine.walk import more_time_helps
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
 from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
@@ -412,8 +413,10 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             "those of only some directories would misstate the whole; a larger timeout_s gives it more time."
         )
     elif not complete:
+        why = found.scan_stopped_reason
+        why = "its time budget" if why is None or more_time_helps(why) else why  # else no descriptor left
         lines.append(
-            "PARTIAL RESULT: the scan made now stopped early (its time budget): it is compared with no snapshot, "
+            f"PARTIAL RESULT: the scan made now stopped early ({why}): it is compared with no snapshot, "
             "as directories it did not reach would look gone."
         )
     if diff is not None and old is not None and new is not None:
@@ -610,12 +613,15 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     checked = found.integrity
     if found.integrity_stopped is not None and checked is not None and checked.comparable:
         complete = False  # the files it did not reach: not checked, and new ones there not seen
+        stopped = found.integrity_stopped
+        timed = more_time_helps(stopped)  # else no descriptor was left: more time stops at the same place
         lines.insert(
             0,
-            f"PARTIAL RESULT: the integrity check stopped early (in what the scan left of the time budget: "
-            f"{found.integrity_stopped}): "
-            f"{plural(checked.not_checked, 'file')} of the baseline not hashed, and files added where it did "
-            "not reach are not named; a larger timeout_s gives it more time.",
+            "PARTIAL RESULT: the integrity check stopped early ("
+            + ("in what the scan left of the time budget: " if timed else "")
+            + f"{stopped}): {plural(checked.not_checked, 'file')} of the baseline not hashed, and files added "
+            + "where it did not reach are not named"
+            + ("; a larger timeout_s gives it more time." if timed else "."),
         )
     for note in notes[1 if not found.history else 0 :]:  # history off: the first line says it
         lines.append(f"Note: {note}.")
@@ -794,8 +800,10 @@ def _integrity_lines(
     counts = ", ".join(
         f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}{told.get(k, '')}" for k, v in kinds.items()
     )
+    stopped = found.integrity_stopped
+    why = " in time" if stopped is None or more_time_helps(stopped) else ": out of file descriptors"
     checked = (
-        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached in time)"
+        f" (hashed now; {plural(integrity.not_checked, 'file')} not reached{why})"
         if integrity.not_checked
         else " (hashed now)"
     )

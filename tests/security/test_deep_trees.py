@@ -74,3 +74,74 @@ async def test_a_call_out_of_descriptors_is_a_marked_partial_answer_and_the_serv
         assert "nothing found: " not in text or "duplicate" not in text.split("nothing found: ")[1], text
         reply = await wire.call("dir_usage", {"path": str(deep_path / "flat")})  # still serving, in full
         assert reply["result"]["structuredContent"]["complete"] is True, result_text(reply)
+
+
+def deep_file_and_manifest(tree: Path, depth: int = 300) -> None:
+    """A file ``depth`` levels below ``tree``, and ``tree/SHA256SUMS`` naming it rightly."""
+    levels = nest(tree, depth)
+    put(tree, f"{levels[-1]}/f", b"deep")
+    (tree / "SHA256SUMS").write_text(f"{hashlib.sha256(b'deep').hexdigest()}  {levels[-1]}/f\n")
+
+
+async def test_a_partial_answer_out_of_descriptors_never_asks_for_more_time(deep_path: Path) -> None:
+    """A walk stopped because the server had no descriptor left says so, and nowhere that a larger
+    timeout_s would help: more time would stop at the same directory."""
+    tree = deep_path / "tree"
+    deep_file_and_manifest(tree)
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        for tool, args in (
+            ("hash_tree", {"path": str(tree)}),
+            ("disk_usage", {"path": str(tree), "explain": True}),
+        ):
+            reply = await wire.call(tool, args)
+            text = result_text(reply)
+            assert reply["result"]["isError"] is False, text
+            assert f"limit of {SCANT_LIMIT} open files reached" in text, text
+            assert "timeout_s" not in text and "time budget" not in text, text
+
+
+async def test_new_files_looked_for_out_of_descriptors_are_a_partial_answer_never_all_ok(
+    deep_path: Path,
+) -> None:
+    """verify_checksums' walk for files the manifest does not name, stopped for want of a descriptor,
+    makes the answer partial: never 'ALL OK' with '0 new files' when directories were never listed."""
+    tree = deep_path / "tree"
+    deep_file_and_manifest(tree)
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call(
+            "verify_checksums", {"manifest": str(tree / "SHA256SUMS"), "report_new": True}
+        )
+        text = result_text(reply)
+        assert reply["result"]["isError"] is False, text
+        assert "PARTIAL RESULT" in text and f"limit of {SCANT_LIMIT} open files reached" in text, text
+        assert "the list of new files may be short" in text and "ALL OK" not in text, text
+        assert "timeout_s" not in text, text
+        assert reply["result"]["structuredContent"]["complete"] is False, text
+
+
+async def test_a_plan_whose_search_for_duplicates_ran_out_of_descriptors_is_not_complete(
+    deep_path: Path,
+) -> None:
+    """reclaim_plan's structured answer says the plan is partial when its search for duplicates stopped
+    early, as its text does: ``sysmcp call`` then exits 3, and 'duplicate' among the classes checked with
+    no item is never read as 'nothing to free'."""
+    tree = deep_path / "tree"
+    levels = nest(tree, 300)
+    for level in (levels[0], levels[-1]):
+        put(tree, f"{level}/copy", b"the same bytes")
+    async with spawn(
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+    ) as wire:
+        await wire.initialize()
+        reply = await wire.call("reclaim_plan", {"path": str(tree), "duplicates": True})
+        text = result_text(reply)
+        assert "the search for duplicates stopped early (out of file descriptors" in text, text
+        structured = reply["result"]["structuredContent"]
+        assert structured["complete"] is False, structured
+        assert structured["stopped_reason"].startswith("out of file descriptors"), structured

@@ -1362,3 +1362,45 @@ async def test_an_integrity_check_says_symlinks_special_files_and_directories_ar
     ) in output.text + "\n", output.text
     result = output.structured["integrity"]
     assert (result["symlinks_not_compared"], result["special_files_not_compared"]) == (2, 1)
+
+
+def test_an_integrity_check_out_of_descriptors_says_so_and_never_that_time_ran_out() -> None:
+    """hash_tree of the tree now stopped because the server had no descriptor left: the answer is partial
+    with that reason, and nowhere says time ran out or that a larger timeout_s would help."""
+    import errno
+
+    from sysmcp.engine.walk import OutOfDescriptors
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.diff import BaselineDiff
+    from sysmcp.tools.what_changed import render
+
+    reason = OutOfDescriptors(OSError(errno.EMFILE, os.strerror(errno.EMFILE))).reason
+    cut = BaselineDiff(True, None, removed=[b"d6/f0"], not_checked=8582)
+    found = Findings(True, integrity=cut, integrity_taken=0.0, integrity_stopped=reason)
+    text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
+    assert answer.complete is False
+    assert text.startswith(
+        f"PARTIAL RESULT: the integrity check stopped early ({reason}): 8,582 files of the "
+    ), text
+    assert "(hashed now; 8,582 files not reached: out of file descriptors)" in text, text
+    assert "timeout_s" not in text and "time budget" not in text and "in time" not in text, text
+
+
+def test_a_scan_now_out_of_descriptors_says_so_and_never_that_its_time_budget_ran_out(tmp_path: Path) -> None:
+    """The scan made now stopped because the server had no descriptor left: the partial answer gives
+    that reason, not 'its time budget'."""
+    import errno
+
+    from sysmcp.engine.walk import OutOfDescriptors, WalkOptions
+    from sysmcp.history.compare import Findings
+    from sysmcp.history.recording import series_of
+    from sysmcp.history.snapshots import ScanSnapshot
+    from sysmcp.tools.what_changed import render
+
+    reason = OutOfDescriptors(OSError(errno.EMFILE, os.strerror(errno.EMFILE))).reason
+    now = ScanSnapshot(series_of(os.fsencode(tmp_path), WalkOptions()), 0.0, True, 0, {})
+    found = Findings(True, new=now, fresh=True, stopped="scan_stopped", scan_stopped_reason=reason)
+    text, answer, _ = render("/t", found, {"top_n": 10, "since": "24h"})
+    assert answer.complete is False
+    assert text.startswith(f"PARTIAL RESULT: the scan made now stopped early ({reason}): "), text
+    assert "time budget" not in text and "timeout_s" not in text, text

@@ -57,11 +57,11 @@ def verify(request: VerifyRequest, progress: Progress, cancel: Cancel) -> Verifi
         result = check(reader, request, budget, progress, cancel)
         if request.report_new and result.stopped is None:
             try:
-                result.new, result.walk_skipped = find_new(
+                result.new, result.walk_skipped, walk_stopped = find_new(
                     result.names(), request.base, source.path, request.walk, budget
                 )
-                if budget.expired:  # the walk ends quietly at the deadline: its list may miss files
-                    result.stopped, result.new_cut = budget.reason, True
+                if walk_stopped is not None or budget.expired:  # its list may miss files
+                    result.stopped, result.new_cut = walk_stopped or budget.reason, True
             except ScanStopped as stop:
                 result.stopped = stop.reason
         counts = result.checked.tally()[0]  # the last reads of the manifest: the names the answer shows
@@ -162,8 +162,10 @@ def find_new(
     manifest_path: bytes | None,
     options: WalkOptions,
     cancel: Callable[[], None],
-) -> tuple[list[bytes], dict[str, int]]:
-    """Regular files under ``base`` that no entry names (the manifest file itself aside)."""
+) -> tuple[list[bytes], dict[str, int], str | None]:
+    """Regular files under ``base`` that no entry names (the manifest file itself aside), what the walk
+    skipped, and why it stopped early (its deadline, no descriptor left) if it did: then the list may
+    miss files."""
     prefix = base.rstrip(b"/") + b"/"
     known: set[bytes] = set()
     for name in names:
@@ -175,13 +177,16 @@ def find_new(
         if normal != b".." and not normal.startswith(b"../"):
             known.add(normal)
     skipped = SkipCounter()
-    new = [
-        found.relative
-        for found in walk_files(base, options, skipped, cancel)
-        if found.relative not in known and found.path != manifest_path
-    ]
+    new: list[bytes] = []
+    stopped: str | None = None
+    try:
+        for found in walk_files(base, options, skipped, cancel):
+            if found.relative not in known and found.path != manifest_path:
+                new.append(found.relative)
+    except ScanStopped as stop:
+        stopped = stop.reason
     new.sort()
-    return new, skipped.as_dict()
+    return new, skipped.as_dict(), stopped
 
 
 _LISTS: tuple[Status, ...] = ("FAILED", "MISSING", "UNREADABLE")  # the statuses whose names are listed

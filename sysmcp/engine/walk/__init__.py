@@ -4,7 +4,14 @@
 This is the room's front door: other rooms import these names from here, never a private module.
 """
 
-from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors, throttled
+from sysmcp.engine.walk._budget import (
+    Budget,
+    OutOfDescriptors,
+    ScanStopped,
+    more_time_helps,
+    out_of_descriptors,
+    throttled,
+)
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import Totals, walk_totals
@@ -28,6 +35,7 @@ __all__ = [
     "Totals",
     "WalkOptions",
     "join",
+    "more_time_helps",
     "mount_table",
     "out_of_descriptors",
     "read_run",

@@ -27,6 +27,9 @@ class ScanStopped(Exception):
 #: What ``open`` says when no descriptor is left: the process's limit (EMFILE) or the system's table
 #: (ENFILE). Nothing about the file opened: a walk that met it stops, its result partial.
 NO_DESCRIPTOR_LEFT = frozenset({errno.EMFILE, errno.ENFILE})
+#: How the reason of every ``OutOfDescriptors`` begins (``more_time_helps`` tells them by it: a reason is
+#: a string, as it comes back from a forked child).
+OUT_OF_DESCRIPTORS = "out of file descriptors"
 
 
 class OutOfDescriptors(ScanStopped):
@@ -36,15 +39,21 @@ class OutOfDescriptors(ScanStopped):
 
     def __init__(self, exc: OSError) -> None:
         if exc.errno == errno.ENFILE:
-            reason = "out of file descriptors, the system's table of open files is full (fs.file-max)"
+            reason = f"{OUT_OF_DESCRIPTORS}, the system's table of open files is full (fs.file-max)"
         else:
             limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
             held = "" if limit == resource.RLIM_INFINITY else f" of {limit:,}"
             reason = (
-                f"out of file descriptors, this process's limit{held} open files reached; raise it with "
+                f"{OUT_OF_DESCRIPTORS}, this process's limit{held} open files reached; raise it with "
                 "ulimit -n or a service's LimitNOFILE=, or run fewer calls at once"
             )
         super().__init__(reason)
+
+
+def more_time_helps(reason: str) -> bool:
+    """Whether a call that stopped early for ``reason`` would get further with a larger time budget: not
+    one out of descriptors, which would stop at the same directory (its reason says what to raise)."""
+    return not reason.startswith(OUT_OF_DESCRIPTORS)
 
 
 def out_of_descriptors(exc: OSError) -> bool:

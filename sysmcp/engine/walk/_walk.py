@@ -771,7 +771,9 @@ def walk_files(
 ) -> Generator[FileEntry, None, None]:
     """Every regular file under ``root`` (hard-linked names included, unsorted), never following
     symlinks; special files and unreadable directories skipped and counted. ``cancel()`` runs between
-    directories and every few thousand entries, and may raise (``ScanStopped`` ends the walk quietly).
+    directories and every few thousand entries, and may raise. A walk that stopped early (``cancel``'s
+    ``ScanStopped``, no descriptor left) raises ``ScanStopped`` with its reason once every file it saw
+    was given: the caller cannot take what it got for the whole tree.
     """
     root = os.fsencode(root)
     scanner = Scanner(
@@ -791,3 +793,5 @@ def walk_files(
                     yield FileEntry(head + relative, relative, st)
     finally:
         events.close()  # a consumer that stops early closes the directories at once
+    if scanner.stopped is not None:
+        raise ScanStopped(scanner.stopped)
