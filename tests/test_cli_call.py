@@ -171,6 +171,18 @@ def test_call_help_lists_the_tools_and_the_exit_statuses() -> None:
     assert "130" in done.stdout and "MISMATCH" in done.stdout
 
 
+def test_call_help_names_every_status_call_exits_with_as_command_line_md_does() -> None:
+    """A script's author reads the statuses here: one left out (129, a dropped ssh session) reads as
+    a status call never gives."""
+    table = (Path(__file__).parent.parent / "docs" / "command-line.md").read_text(encoding="utf-8")
+    documented = {
+        int(n) for n, meaning in re.findall(r"^  \| (\d+) \| (.*)$", table, re.M) if "`call`" in meaning
+    }
+    shown = {int(n) for n in re.findall(r"^  (\d+) ", run("call", "--help").stdout, re.M)}
+    assert documented <= shown, documented - shown
+    assert {0, 1, 2, 3, 129, 130, 141, 143} <= shown
+
+
 def test_tool_help_shows_its_arguments_with_descriptions_and_an_example() -> None:
     done = run("call", "file_sha256", "--help")
     assert done.returncode == 0

@@ -59,6 +59,8 @@ exit status:
   3    partial result: the time budget ran out or the work was cut short first
        (what is printed is true but incomplete; the reason goes to stderr too
        when stdout is not a terminal)
+  129  hung up (SIGHUP: the terminal closed, an ssh session dropped): cancelled on
+       the server too
   130  interrupted (Ctrl-C): the call is cancelled on the server
   141  stdout closed early (e.g. `| head`), quietly
   143  terminated (SIGTERM: kill, timeout, systemd): cancelled on the server too"""

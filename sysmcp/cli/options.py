@@ -285,7 +285,7 @@ def fleet_options(args: argparse.Namespace, read: InventoryRead | None = None) -
     if any(isinstance(value, (int, float)) and not value >= 0 for value in given.values()):  # NaN too
         raise ValueError(
             "--fleet-concurrency, --connect-timeout, --fleet-deadline, --jump-handshakes and --fleet-memory "
-            "must be positive"
+            "must be positive (0: the default)"
         )
     if not given["ssh_config"] and read.file_kind == "ssh_config":  # its hosts need its settings
         given["ssh_config"] = inventory_file
