@@ -113,38 +113,34 @@ def test_disk_usage_is_one_table_fullest_first_across_hosts_with_fleet_alerts() 
     assert table[1].split()[:2] == ["db1", "/var"] and "97%" in table[1]
 
 
+def dir_usage_answer(disk: int, top: str) -> dict[str, Any]:
+    """A host's dir_usage structured content for /var: ``disk`` bytes, all in its one directory ``top``."""
+    notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
+    totals = {"files": 3, "directories": 2, "apparent_bytes": disk, "disk_bytes": disk, "entries": 5}
+    return {
+        "path": "/var",
+        "complete": True,
+        "stopped_reason": None,
+        "elapsed_s": 0.5,
+        "sort_by": "disk",
+        "totals": {**totals, **notes},
+        "skipped": {},
+        "largest_files": [],
+        "files_not_shown": 0,
+        "largest_directories": [
+            {"path": top, "disk_bytes": disk, "apparent_bytes": disk, "files": 3, "depth": 1}
+        ],
+        "directories_not_shown": 0,
+    }
+
+
 def test_dir_usage_gives_totals_side_by_side_then_each_hosts_largest() -> None:
     assert DIR_USAGE.merge is not None
 
-    def result(disk: int, top: str) -> dict[str, Any]:
-        notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
-        return {
-            "path": "/var",
-            "complete": True,
-            "stopped_reason": None,
-            "elapsed_s": 0.5,
-            "sort_by": "disk",
-            "totals": {
-                "files": 3,
-                "directories": 2,
-                "apparent_bytes": disk,
-                "disk_bytes": disk,
-                "entries": 5,
-                **notes,
-            },
-            "skipped": {},
-            "largest_files": [],
-            "files_not_shown": 0,
-            "largest_directories": [
-                {"path": top, "disk_bytes": disk, "apparent_bytes": disk, "files": 3, "depth": 1}
-            ],
-            "directories_not_shown": 0,
-        }
-
     out = DIR_USAGE.merge(
         [
-            HostOutcome("a", "ok", 1, result(10, "/var/log")),
-            HostOutcome("b", "ok", 1, result(2000, "/var/lib")),
+            HostOutcome("a", "ok", 1, dir_usage_answer(10, "/var/log")),
+            HostOutcome("b", "ok", 1, dir_usage_answer(2000, "/var/lib")),
         ],
         {"path": "/var"},
     )
@@ -158,27 +154,11 @@ def test_fleet_merges_show_lookalike_names_apart_and_a_hosts_own_escapes_once() 
     merged table; a host's own text, whose names it escaped already, is not escaped a second time."""
     assert DIR_USAGE.merge is not None and DISK_USAGE.merge is not None
 
-    def usage(top: str) -> dict[str, Any]:
-        totals = {"files": 1, "directories": 1, "apparent_bytes": 1, "disk_bytes": 1, "entries": 2}
-        notes = {"hard_linked_files": 0, "sparse_bytes": 0, "hidden_files": 0, "hidden_bytes": 0}
-        return {
-            "path": "/var",
-            "complete": True,
-            "stopped_reason": None,
-            "elapsed_s": 0.5,
-            "sort_by": "disk",
-            "totals": {**totals, **notes},
-            "skipped": {},
-            "largest_files": [],
-            "files_not_shown": 0,
-            "largest_directories": [
-                {"path": top, "disk_bytes": 1, "apparent_bytes": 1, "files": 1, "depth": 1}
-            ],
-            "directories_not_shown": 0,
-        }
-
     out = DIR_USAGE.merge(
-        [HostOutcome("a", "ok", 1, usage("/var/esc\x1b")), HostOutcome("b", "ok", 1, usage("/var/esc\\033"))],
+        [
+            HostOutcome("a", "ok", 1, dir_usage_answer(1, "/var/esc\x1b")),
+            HostOutcome("b", "ok", 1, dir_usage_answer(1, "/var/esc\\033")),
+        ],
         {"path": "/var"},
     )
     assert "/var/esc\\033" in out.text and "/var/esc\\\\033" in out.text
