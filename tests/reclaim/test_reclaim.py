@@ -29,7 +29,7 @@ from sysmcp.reclaim import (
     render_script,
 )
 from sysmcp.reclaim._classes import RootsLayout
-from tests.profile import needs_proc
+from tests.profile import needs_proc, needs_xattrs
 
 
 def write(path: Path, size: int) -> int:
@@ -159,6 +159,7 @@ def test_duplicates_keep_the_first_copy(tmp_path: Path) -> None:
     assert item.bytes == 2 * os.lstat(tmp_path / "a").st_blocks * 512
 
 
+@needs_xattrs
 def test_the_hard_link_note_names_a_kept_copy_whose_name_is_not_utf8_exactly(tmp_path: Path) -> None:
     """The note 'or replace each extra by a hard link to …' names the kept copy as the review escapes
     every name (``\\200``): not with U+FFFD for the byte, which reads alike for every byte not UTF-8."""

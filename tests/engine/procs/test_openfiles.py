@@ -25,6 +25,7 @@ from sysmcp.engine.faults import Unavailable
 from sysmcp.engine.mounts import Mount, MountTable
 from sysmcp.engine.procs import Scan, filesystem_of, mapped_anywhere, scan_processes
 from sysmcp.tools.errors import words
+from tests.profile import needs_proc
 
 #: Above the largest pid Linux hands out (2**22): no real process answers psutil for it.
 PID = 4_194_399
@@ -142,6 +143,7 @@ def as_nobody(work: Callable[[], bytes]) -> tuple[int, Callable[[], bytes]]:
 
 
 @needs_real_proc_fd
+@needs_proc
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_a_file_a_process_holds_and_maps_is_marked_mapped_even_where_its_user_cannot_read_map_files() -> None:
     """A database's way: its file open and mapped. Scanned by its own user, who may read its maps but
@@ -195,6 +197,7 @@ def test_the_filesystem_of_a_device_is_its_whole_mount_nearest_the_root() -> Non
 
 
 @needs_real_proc_fd
+@needs_proc
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
 def test_a_mapping_in_a_process_whose_maps_may_not_be_read_is_not_ruled_out(tmp_path: Path) -> None:
     """reclaim's last look before truncating a deleted file, run by a user who may not read another

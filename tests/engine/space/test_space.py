@@ -44,7 +44,7 @@ from sysmcp.tools.registry import ToolContext
 from sysmcp.tools.typed import iso_utc, to_json
 from tests.engine.recorded import GiB, lv, lvs_report
 from tests.harness import tool_context
-from tests.profile import UNDER_POSIX_PROFILE, needs_fork
+from tests.profile import UNDER_POSIX_PROFILE, needs_fork, needs_proc
 from tests.tools.test_what_changed import Clock
 from tests.tools.test_what_changed import clock as clock  # the history, on a clock of its own
 
@@ -370,6 +370,7 @@ def test_the_servers_own_deleted_files_are_left_out_wherever_the_scan_runs(tmp_p
     assert not any(f.path.startswith(str(gone)) for f in scan.files)
 
 
+@needs_proc
 def test_a_deleted_file_its_holder_has_mapped_gives_no_descriptor_to_truncate_through(tmp_path: Path) -> None:
     """explain's next step runs `: > /proc/PID/fd/N` on the descriptor given: through a mapped file's, that
     kills the holder at its next touch of the mapping (SIGBUS)."""
