@@ -405,6 +405,7 @@ async def test_the_same_words_from_a_host_behind_a_jump_host_are_its_bastions_fa
     )
 
 
+@pytest.mark.slow  # tens of MiB through a stub host's pipe
 async def test_a_host_stalled_mid_line_has_its_session_ended_when_the_call_ends_and_its_buffer_freed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -437,6 +438,7 @@ async def test_a_host_stalled_mid_line_has_its_session_ended_when_the_call_ends_
     assert held < 4 << 20, f"{held:,} bytes still held after the call"
 
 
+@pytest.mark.slow  # thousands of messages from a stub host
 async def test_a_flood_of_messages_answering_nothing_is_that_hosts_error_and_the_others_answer(
     tmp_path: Path,
 ) -> None:
@@ -458,6 +460,7 @@ async def test_an_error_with_a_null_id_answers_the_one_call_waiting_at_once(tmp_
     assert outcomes[1].reason == "Parse error: message of 5000000 bytes exceeds the limit (-32700)"
 
 
+@pytest.mark.slow  # tens of MiB through stub hosts' pipes
 async def test_a_host_holding_the_most_of_the_gateways_memory_for_answers_is_refused_and_the_others_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -509,6 +512,7 @@ async def test_answers_held_for_the_merge_are_charged_to_the_gateways_memory_and
     assert {o.status for o in outcomes if not o.ok} == {"remote_error"}
 
 
+@pytest.mark.slow  # tens of MiB through stub hosts' pipes
 async def test_a_host_stalled_mid_line_is_refused_before_a_larger_answer_already_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -532,6 +536,7 @@ async def test_a_host_stalled_mid_line_is_refused_before_a_larger_answer_already
     )
 
 
+@pytest.mark.slow  # tens of MiB through stub hosts' pipes
 async def test_the_budgets_words_count_a_host_holding_in_two_calls_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -593,6 +598,7 @@ async def test_fleet_memory_sets_the_budget_in_mib_and_without_it_the_default_ho
         assert fleet.pool.line_budget.limit == default_line_budget(physical_memory())
 
 
+@pytest.mark.slow  # tens of MiB through stub hosts' pipes
 async def test_a_reused_session_refused_at_the_gateways_memory_is_not_asked_again_on_a_new_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
