@@ -218,6 +218,15 @@ class Scanner:
             for frame in stack:
                 self._close(frame)
 
+    def _unlistable(self, frame: Frame, exc: OSError) -> None:
+        """``frame``'s directory could not be listed: out of descriptors (listing takes one of its own)
+        stops the walk, its answer partial; any other fault skips that directory as unlistable."""
+        if out_of_descriptors(exc):
+            self._stop = OutOfDescriptors(exc)
+            frame.partial = True
+        else:
+            self.skipped.unlistable(exc, frame.relative)
+
     def _read(self, frame: Frame) -> Listing:
         """List one directory and lstat every entry; sort them into files, links and subdirectories."""
         config = self._config
@@ -247,11 +256,7 @@ class Scanner:
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
             names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
         except OSError as exc:
-            if out_of_descriptors(exc):  # listing takes a descriptor of its own
-                self._stop = OutOfDescriptors(exc)
-                frame.partial = True
-            else:
-                skipped.unlistable(exc, frame.relative)
+            self._unlistable(frame, exc)
             return Listing(frame.relative, frame.depth, files, links)
         lstat = os.stat
         denied = False  # an entry could not be looked at for want of search permission on the directory
@@ -350,11 +355,7 @@ class Scanner:
         try:
             entries = os.scandir(fd)
         except OSError as exc:
-            if out_of_descriptors(exc):  # listing takes a descriptor of its own
-                self._stop = OutOfDescriptors(exc)
-                frame.partial = True
-            else:
-                skipped.unlistable(exc, frame.relative)
+            self._unlistable(frame, exc)
             return listing
         lstat = os.stat
         denied = False  # as in _read
