@@ -30,11 +30,15 @@ import json
 import logging
 import os
 import select
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO, cast
+
+#: The signals the main thread handles (Ctrl-C, kill, a hang-up), blocked in the writer thread.
+_PROCESS_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 #: Each level's number; structlog logs an exception at error level, with its traceback.
@@ -136,6 +140,10 @@ class QueuedLogWriter:
     # -- the writer thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
+        # A signal sent to the process reaches one of its threads that does not block it: were it this one,
+        # the main thread's blocking read (an --inventory pipe not yet written) would never be interrupted
+        # and Ctrl-C would be handled only once that read ended. Left to the main thread, it interrupts it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _PROCESS_SIGNALS)
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._queue or self._dropped)

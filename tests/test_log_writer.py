@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -264,3 +265,30 @@ def test_lines_below_the_level_import_no_structlog_and_lines_at_it_are_json() ->
     ]
     assert records[0]["n"] == 2 and "RuntimeError: boom" in records[1]["exception"]
     assert records[2]["logger"] == "library" and all("timestamp" in r for r in records)
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="a thread's signal mask is read from /proc (Linux)"
+)
+def test_the_writer_thread_leaves_ctrl_c_kill_and_hang_up_to_the_main_thread() -> None:
+    """A signal sent to the process goes to any thread that does not block it. Taken by the writer thread,
+    Ctrl-C did not interrupt the main thread's blocking read of an ``--inventory`` pipe: ``sysmcp call``
+    hung until the pipe was written. The writer blocks them, so they interrupt the main thread."""
+    read_fd, write_fd = os.pipe()
+    try:
+        writer = QueuedLogWriter(write_fd)
+        writer.write("one line\n")
+        assert os.read(read_fd, 100) == b"one line\n"  # the thread runs: its mask is set
+        blocked = blocked_signals(writer._thread.native_id)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            assert blocked & (1 << (signum - 1)), (signum, hex(blocked))
+        assert not blocked_signals(threading.main_thread().native_id) & (1 << (signal.SIGINT - 1))
+    finally:
+        os.close(read_fd)
+
+
+def blocked_signals(thread_id: int | None) -> int:
+    """The thread's blocked-signal mask, as /proc shows it (``SigBlk``: bit N-1 for signal N)."""
+    with open(f"/proc/self/task/{thread_id}/status") as status:
+        line = next(line for line in status if line.startswith("SigBlk:"))
+    return int(line.split()[1], 16)
