@@ -85,8 +85,8 @@ def shell_word(name: str | bytes) -> str:
     shows as it is, else bash's ``$'…'`` around the ``printable`` form, whose escapes (``\\\\``,
     ``\\n``, ``\\033``, ``\\200``) that quoting undoes to the exact bytes. So the command stays one
     printable line, names the very file, and no byte of the name is read as syntax."""
-    shown = printable(name)
     text = name if isinstance(name, str) else os.fsdecode(name)
+    shown = printable(text)
     if shown == text:
         return shlex.quote(text)
     return "$'" + shown.replace("'", "\\'") + "'"

@@ -223,12 +223,12 @@ def mapped_anywhere(link: bytes, dev: int, ino: int) -> MappedNow:
     Every process's maps are read for each file, since any of them may map it by the moment of acting:
     the kernel writes them out, at about 0.1 ms a process."""
     proc = os.path.dirname(os.path.dirname(os.path.dirname(os.fsdecode(link))))
+    if _inner_pid_namespace(proc) or _processes_hidden(proc):
+        return "unseen"  # processes not listed (the host's, or other users'), and they may map the file
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
         return "unseen"
-    if _inner_pid_namespace(proc) or _processes_hidden(proc):
-        return "unseen"  # processes not listed (the host's, or other users'), and they may map the file
     number = str(ino).encode()
     needle = b" " + number + b" "
     unseen = False
