@@ -63,6 +63,7 @@ from sysmcp.engine.walk import (
     RUN_BYTES,
     Budget,
     Listing,
+    Node,
     ScanConfig,
     Scanner,
     ScanStopped,
@@ -79,6 +80,9 @@ READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
 MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
 MIN_READ_BYTES = 4 << 10
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
+#: Directories, symbolic links and special files a tree's hash records for an integrity baseline (per
+#: process, and in all); the rest are counted. About 150 bytes each in memory, and a row each in the store.
+MAX_NODES_KEPT = 250_000
 
 
 @dataclass
@@ -102,6 +106,11 @@ class TreeHash:
     skipped: dict[str, int] = field(default_factory=dict)  # by reason
     #: The first unreadable directories (up to MAX_UNREADABLE_KEPT: an integrity baseline records them)
     skipped_named: list[str] = field(default_factory=list)
+    #: With ``TreeRequest.nodes``: the directories, symbolic links and special files below the root, by
+    #: name, up to MAX_NODES_KEPT (which ones, past it, depends on the order the processes listed them);
+    #: None when not asked for
+    nodes: list[Node] | None = None
+    nodes_unrecorded: int = 0  # further ones, counted only
 
     @property
     def unread_total(self) -> int:
@@ -115,7 +124,15 @@ class TreeHash:
 
 
 #: What every process counts and the merge adds up, named as ``TreeHash`` names them.
-_COUNTS = ("files", "total_bytes", "manifest_bytes", "non_utf8", "unreadable_count", "not_hashed")
+_COUNTS = (
+    "files",
+    "total_bytes",
+    "manifest_bytes",
+    "non_utf8",
+    "unreadable_count",
+    "not_hashed",
+    "nodes_unrecorded",
+)
 
 
 class Runs(SortedRuns):
@@ -130,6 +147,8 @@ class Runs(SortedRuns):
         self.unreadable: list[tuple[bytes, str]] = []
         self.unreadable_count = 0
         self.not_hashed = 0
+        self.nodes: list[Node] = []
+        self.nodes_unrecorded = 0
         self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
 
     def progress(self) -> tuple[int, int]:
@@ -185,6 +204,12 @@ class Runs(SortedRuns):
         self.manifest_bytes += size - keys - len(names)
         self.appended(size)
 
+    def add_nodes(self, nodes: list[Node]) -> None:
+        """A listing's directories, links and special files, up to MAX_NODES_KEPT; the rest counted."""
+        room = MAX_NODES_KEPT - len(self.nodes)
+        self.nodes += nodes[:room] if room < len(nodes) else nodes
+        self.nodes_unrecorded += max(0, len(nodes) - max(room, 0))
+
     def fail(self, name: bytes, error: str) -> None:
         self.unreadable_count += 1
         if len(self.unreadable) < MAX_UNREADABLE_KEPT:
@@ -194,7 +219,7 @@ class Runs(SortedRuns):
         """What a child sends back (``marshal``-able): the runs are in the file the parent opened."""
         self.flush()
         counts = {key: getattr(self, key) for key in _COUNTS}
-        return {"extents": self.extents, "unreadable": self.unreadable, **counts}
+        return {"extents": self.extents, "unreadable": self.unreadable, "nodes": self.nodes, **counts}
 
 
 class ListingHasher:
@@ -222,6 +247,8 @@ class ListingHasher:
         if listing.files or listing.links:
             raise AssertionError("hash_tree walks with regular_by_type: every regular file is typed")
         relative, files = listing.relative, listing.typed
+        if listing.nodes:
+            self.runs.add_nodes(listing.nodes)
         if not files:
             return
         if dir_fd is not None:
@@ -364,6 +391,12 @@ ENTRY_INODES_TRUSTED = frozenset(
 )
 
 
+def _node_of(sent: Any) -> Node:
+    """A node as a process sent it back (``marshal`` gives lists and tuples alike): a tuple."""
+    name, kind, mode, uid, gid, rdev, target = sent
+    return (bytes(name), kind, mode, uid, gid, rdev, None if target is None else bytes(target))
+
+
 def _is_utf8(name: str) -> bool:
     """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
     try:
@@ -403,6 +436,10 @@ def merge(
         unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
     unreadable.sort()
     out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
+    nodes: list[Node] = [_node_of(node) for _, part in parts for node in part["nodes"]]
+    nodes.sort()
+    out.nodes_unrecorded += max(0, len(nodes) - MAX_NODES_KEPT)
+    out.nodes = nodes[:MAX_NODES_KEPT]
     whole = bytearray() if out.manifest_bytes <= keep_limit else None
     first = out.first
     for count, record in enumerate(heapq.merge(*streams)):
@@ -435,6 +472,7 @@ class TreeRequest:
     clock: Callable[[], float] = time.monotonic
     run_bytes: int = RUN_BYTES  # records a process buffers before it sorts and writes them as one run
     trusted: frozenset[str] = ENTRY_INODES_TRUSTED  # filesystems whose entries carry stat's inodes
+    nodes: bool = False  # record the directories, symbolic links and special files (``TreeHash.nodes``)
 
 
 def hash_tree_parallel(
@@ -458,7 +496,7 @@ def hash_tree_parallel(
     budget = Budget(request.timeout_s, progress_and_cancel, clock=request.clock)
     try:
         # Every file is opened and checked here: told by its entry's type, no lstat each.
-        config = ScanConfig(finished_depth=-1, regular_by_type=True)
+        config = ScanConfig(finished_depth=-1, regular_by_type=True, record_nodes=request.nodes)
         scanner = Scanner(root, request.options, skipped, budget, config=config)
         hasher = ListingHasher(root, request, mine, budget)
 
@@ -494,6 +532,8 @@ def hash_tree_parallel(
             result = merge(parts, request.keep_limit, request.first_lines, cancel)
         result.stopped = stopped
         result.walk_complete = stopped is None
+        if not request.nodes:
+            result.nodes, result.nodes_unrecorded = None, 0
         result.processes = len(parts)
         return result
     finally:

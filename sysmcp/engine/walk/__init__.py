@@ -15,7 +15,15 @@ from sysmcp.engine.walk._budget import (
 from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import Totals, walk_totals
-from sysmcp.engine.walk._types import Listing, ScanConfig, SkipCounter, Subtree, SubtreeTotals, WalkOptions
+from sysmcp.engine.walk._types import (
+    Listing,
+    Node,
+    ScanConfig,
+    SkipCounter,
+    Subtree,
+    SubtreeTotals,
+    WalkOptions,
+)
 from sysmcp.engine.walk._walk import NEVER, Scanner, join, walk_files
 
 __all__ = [
@@ -24,6 +32,7 @@ __all__ = [
     "Budget",
     "Listing",
     "MountPoint",
+    "Node",
     "OutOfDescriptors",
     "ScanConfig",
     "ScanStopped",

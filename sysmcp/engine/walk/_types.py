@@ -104,6 +104,16 @@ class Listing:
     # With ``ScanConfig.regular_by_type``: the regular files, known by their directory entry's type,
     # never ``lstat``-ed, each with the inode number the entry gave (every name, hard links too).
     typed: list[tuple[str, int]] = field(default_factory=list)
+    # With ``ScanConfig.record_nodes``: its directories, symbolic links and special files as an
+    # integrity baseline records them (``Node``), their names relative to the walk's root.
+    nodes: list[Node] = field(default_factory=list)
+
+
+#: What a walk records of an entry that is not a regular file, for an integrity baseline: its name
+#: relative to the root (bytes), ``S_IFMT`` type, permission bits, uid, gid, device number (a device
+#: node's; else None) and target (a symbolic link's exact bytes; else None). A plain tuple: a forked
+#: walker sends its nodes back with ``marshal``.
+Node = tuple[bytes, int, int, int, int, int | None, bytes | None]
 
 
 @dataclass(slots=True)
@@ -202,5 +212,8 @@ class ScanConfig:
     # told by their directory entry's type, without an ``lstat`` each, and listed in
     # ``Listing.typed``; their sizes are then not in the totals, nor their hard links told apart.
     regular_by_type: bool = False
+    # For an integrity baseline: each directory, symbolic link (its target read relative to the listed
+    # directory, never followed) and special file listed is handed out in ``Listing.nodes``.
+    record_nodes: bool = False
     list_at_once: int = 256 << 10  # directories up to this size (st_size) are listed in one call
     check_every: int = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)

@@ -22,6 +22,7 @@ import fnmatch
 import itertools
 import os
 import re
+import stat
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import replace
@@ -39,6 +40,7 @@ from sysmcp.engine.walk._types import (
     FileEntry,
     Frame,
     Listing,
+    Node,
     ScanConfig,
     SkipCounter,
     Subtree,
@@ -71,6 +73,21 @@ def _names(fd: int) -> Generator[str, None, None]:
     with os.scandir(fd) as iterator:
         for entry in iterator:
             yield entry.name
+
+
+def _node(prefix: str, name: str, st: os.stat_result, dir_fd: int) -> Node | None:
+    """What an integrity baseline records of a directory, symbolic link or special file ``name`` of
+    the directory open as ``dir_fd``: a link's target is read relative to that descriptor (``readlink``
+    never follows the link it reads). None for a link gone since it was listed."""
+    kind = st.st_mode & S_IFMT
+    target = None
+    if kind == S_IFLNK:
+        try:
+            target = os.readlink(os.fsencode(name), dir_fd=dir_fd)
+        except OSError:  # gone or replaced since the lstat: the next walk sees what is there
+            return None
+    rdev = st.st_rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else None
+    return (os.fsencode(prefix + name), kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, rdev, target)
 
 
 def _exclusion(patterns: Sequence[str]) -> Callable[[str], re.Match[str] | None] | None:
@@ -352,6 +369,7 @@ class Scanner:
         count = nfiles = 0
         fd = frame.fd
         listing = Listing(frame.relative, frame.depth, [], [], typed)
+        nodes = listing.nodes if self._config.record_nodes else None
         try:
             entries = os.scandir(fd)
         except OSError as exc:
@@ -390,15 +408,18 @@ class Scanner:
                         denied = self._not_looked_at(exc, frame, denied)
                         continue
                     kind = st.st_mode & S_IFMT
-                    if kind == S_IFDIR:
-                        subdirs.append((name, st))
-                    elif kind == S_IFREG:  # became one since the listing
+                    if kind == S_IFREG:  # became one since the listing
                         typed.append((name, st.st_ino))
                         nfiles += 1
+                        continue
+                    if kind == S_IFDIR:
+                        subdirs.append((name, st))
                     elif kind == S_IFLNK:
                         skipped.add("symlink")  # never followed, yet counted: a manifest's gaps are said
                     else:
                         skipped.add("special_file")
+                    if nodes is not None and (node := _node(prefix, name, st, fd)) is not None:
+                        nodes.append(node)
         except OSError:  # the directory went bad while being read (EIO, removed)
             skipped.add("unreadable")
         self.entries += count

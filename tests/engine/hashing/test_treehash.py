@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 import tracemalloc
 from collections.abc import Callable
@@ -327,3 +328,48 @@ def test_what_a_hash_could_not_read_is_counted_once_per_directory_until_the_name
     many = [f"d{n}" for n in range(MAX_UNREADABLE_KEPT)]
     cut = TreeHash(unreadable_count=2, skipped={"unreadable": 1500}, skipped_named=many)
     assert cut.unread_total == 1502
+
+
+def test_asked_for_them_every_directory_link_and_special_file_is_recorded_once_by_whichever_process_listed_it(
+    tmp_path: Path,
+) -> None:
+    """An integrity baseline's other entries, from a walk split between two processes: each directory,
+    the FIFO and the link (its target's exact bytes, read without following it: nothing below the link
+    is recorded) once, with its type, mode and owner."""
+    build(tmp_path)
+    result = run(tmp_path, nodes=True)
+    assert result.processes == 2 and result.nodes is not None and result.nodes_unrecorded == 0
+    by_name = {node[0]: node[1:] for node in result.nodes}
+    assert len(by_name) == len(result.nodes) == 40 + 80 + 2
+    expected_dirs = {b"dir%02d" % d for d in range(40)} | {
+        b"dir%02d/sub%d" % (d, s) for d in range(40) for s in range(2)
+    }
+    assert {name for name, node in by_name.items() if node[0] == stat.S_IFDIR} == expected_dirs
+    st = os.lstat(tmp_path / "dir00" / "sub0")
+    assert by_name[b"dir00/sub0"] == (
+        stat.S_IFDIR,
+        stat.S_IMODE(st.st_mode),
+        st.st_uid,
+        st.st_gid,
+        None,
+        None,
+    )
+    assert by_name[b"dir00/fifo"][0] == stat.S_IFIFO
+    assert by_name[b"dir01/link"][0] == stat.S_IFLNK
+    assert by_name[b"dir01/link"][-1] == os.fsencode(tmp_path / "dir00")
+
+
+def test_past_their_bound_the_other_entries_are_counted_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(tmp_path)
+    monkeypatch.setattr(treehash, "MAX_NODES_KEPT", 50)
+    result = run(tmp_path, nodes=True)
+    assert result.nodes is not None and len(result.nodes) == 50
+    assert len(result.nodes) + result.nodes_unrecorded == 122
+
+
+def test_not_asked_for_no_other_entry_is_recorded(tmp_path: Path) -> None:
+    build(tmp_path)
+    result = run(tmp_path)
+    assert (result.nodes, result.nodes_unrecorded) == (None, 0)
