@@ -253,6 +253,8 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             code = max(code, EXIT_INCOMPLETE)
         _reading(path)
     for raw in args.baseline:
+        from dataclasses import replace
+
         from sysmcp.engine.calls import never_cancelled, no_progress
         from sysmcp.engine.hashing import ALGORITHMS
         from sysmcp.history.recording import unreadable_of
@@ -262,6 +264,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
         try:
             path = policy.resolve(raw)
             asked = tree_request(path, raw, ALGORITHMS["sha256"], "gnu", options, args.timeout)
+            asked = replace(asked, nodes=True)  # its directories, links and special files too
             tree = hash_run(asked, no_progress, never_cancelled)  # the time budget bounds each path
         except (ToolError, EngineError) as exc:
             print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)

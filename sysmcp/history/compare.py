@@ -296,6 +296,8 @@ def _visible_files(baseline: Baseline, visible: Callable[[bytes | str], bool]) -
     ok = _shown(visible, baseline.series.root)
     baseline.files = {name: f for name, f in baseline.files.items() if ok(name)}
     baseline.unread = {name: u for name, u in baseline.unread.items() if ok(name)}
+    if baseline.nodes is not None:
+        baseline.nodes = {name: n for name, n in baseline.nodes.items() if ok(name)}
     return baseline
 
 
@@ -326,6 +328,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
         0,
         shown=os.fsdecode(root),
         clock=asked.monotonic,
+        nodes=baseline.nodes is not None,  # what the baseline did not record is not compared
     )
     try:  # its progress (files and bytes together) is not the scan's entries: not reported
         tree = hash_path(request, no_progress, cancel)
@@ -344,10 +347,16 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
     # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
     # or could not be read (a root-squashed export, a mode changed since).
+    # A directory, link or special file is still there when one of its type is.
+    expected = result.removed_kind
     with Parents() as parents:
-        now_there = {p: _there_now(parents, root, p) for p in result.removed}
-    there = [p for p, kind in now_there.items() if kind == stat.S_IFREG]
-    result.replaced = {p: kind for p, kind in now_there.items() if kind is not None and kind != stat.S_IFREG}
+        now_there = {p: _there_now(parents, root, p, expected.get(p, stat.S_IFREG)) for p in result.removed}
+    there = [p for p, kind in now_there.items() if kind == expected.get(p, stat.S_IFREG)]
+    result.replaced = {
+        p: kind
+        for p, kind in now_there.items()
+        if kind is not None and kind != stat.S_IFREG and p not in expected
+    }
     if there:
         kept = set(there)
         result.removed = [p for p in result.removed if p not in kept]
@@ -359,19 +368,20 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     found.integrity = result
 
 
-def _there_now(parents: Parents, root: bytes, relative: bytes) -> int | None:
+def _there_now(parents: Parents, root: bytes, relative: bytes, expected: int = stat.S_IFREG) -> int | None:
     """What is at the name of a baseline file the tree hashed now left out, by its ``S_IFMT`` type
     (reached without following a symlink on the way): ``S_IFREG`` for a regular file still there, or
     one behind a directory this user may not search or that no descriptor was left to open (EMFILE,
     ENFILE), which tells nothing of it; a symlink, directory or FIFO now is the file gone, the name not;
-    None when nothing is there, or it is behind a symlink."""
+    None when nothing is there, or it is behind a symlink. ``expected``: the type the baseline recorded
+    there (a directory, link or special file's), given back where nothing can be told."""
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
         return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except PermissionError:
-        return stat.S_IFREG
+        return expected
     except OSError as exc:
-        return stat.S_IFREG if out_of_descriptors(exc) else None
+        return expected if out_of_descriptors(exc) else None
     except ValueError:  # a stored name that is not normalised ('../x')
         return None
 

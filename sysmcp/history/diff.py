@@ -9,6 +9,7 @@ appeared or disappeared (or, for ``appeared``, one that was below the old snapsh
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -16,6 +17,7 @@ from sysmcp.history.snapshots import (
     FILES_KEPT,
     Baseline,
     BaselineFile,
+    BaselineNode,
     DirTotals,
     DiskReading,
     FileRow,
@@ -377,6 +379,23 @@ class BaselineDiff:
     #: Of ``removed``: names where something else than a regular file is now (a symlink, a directory, a
     #: FIFO), by its ``S_IFMT`` type: the file is gone, the name is not.
     replaced: dict[bytes, int] = field(default_factory=dict)
+    #: Whether the baseline recorded its directories, symbolic links and special files (one an older
+    #: sysmcp recorded did not: none of them is then compared, nor called added).
+    nodes_compared: bool = False
+    #: Directories, links and special files not compared: past the bound of what either side records
+    #: (which ones are kept then depends on the walk's order), so one on a side alone is no finding.
+    nodes_uncompared: int = 0
+    #: Of the names in the lists, those that are or were a directory, link or special file: then, now
+    #: (a regular file's record on a side where it was one, None on a side where it is not there).
+    nodes: dict[bytes, tuple[Entry | None, Entry | None]] = field(default_factory=dict)
+    #: Of ``removed``: each directory, link or special file by its ``S_IFMT`` type, for ``compare`` to
+    #: look whether one of that type is still there (not reached in time, or below a directory made
+    #: unreadable), as it looks for a regular file.
+    removed_kind: dict[bytes, int] = field(default_factory=dict)
+
+
+#: What a baseline records of a name: a regular file's digest and metadata, or a node's.
+Entry = BaselineFile | BaselineNode
 
 
 def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
@@ -426,6 +445,8 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
         if seen is not None and seen_now is not None and _lstat_changed(seen, seen_now):
             result.files[path] = (seen, seen_now)  # not read now, yet lstat tells this much
     _unread_now(result, old, new, unread_dirs, unread_dirs_now)
+    if old.nodes is not None and new.nodes is not None:
+        _diff_nodes(result, old, new, unread_dirs, unread_dirs_now)
     result.removed.sort()
     result.unreadable.sort()
     for path in sorted(old.files.keys() & new.files.keys()):
@@ -440,7 +461,7 @@ def diff_baselines(old: Baseline, new: Baseline) -> BaselineDiff:
             result.files[path] = (a, b)
     # Digests that differ (or sizes) first, then the files unreadable at the baseline whose mtime or
     # ctime alone moved, which may have changed: a hard-linking backup moves every file's ctime
-    result.content.sort(key=lambda path: (not_compared(result.files[path]), path))
+    result.content.sort(key=lambda path: (path in result.files and not_compared(result.files[path]), path))
     # A change of mode, owner or mtime first, then the files whose ctime alone moved: a hard-linking
     # backup moves every file's ctime, and the few examples shown must not all be those
     result.metadata.sort(key=lambda item: (item[1] == CTIME_ALONE, item[0]))
@@ -476,6 +497,73 @@ def _unread_now(
         result.unread_now.add(shown)
     result.added.sort()
     result.not_comparable.sort()
+
+
+def _diff_nodes(
+    result: BaselineDiff, old: Baseline, new: Baseline, unread_dirs: set[bytes], unread_dirs_now: set[bytes]
+) -> None:
+    """The directories, symbolic links and special files of two baselines that both recorded them, as
+    AIDE compares them: one of a side alone is added or removed (a planted link, a device node made);
+    another type at a name (a regular file now a link, or the other way round), a link's target or a
+    device's number is a changed content; a mode or owner is changed metadata. The rules for what could
+    not be read then or now are the files' (``diff_baselines``)."""
+    assert old.nodes is not None and new.nodes is not None
+    result.nodes_compared = True
+    cut = bool(old.nodes_unrecorded or new.nodes_unrecorded)
+    added, removed = set(result.added), set(result.removed)
+    for path in sorted(old.nodes.keys() | new.nodes.keys()):
+        then: Entry | None = old.nodes.get(path) or old.files.get(path)
+        now: Entry | None = new.nodes.get(path) or new.files.get(path)
+        if then is None and now is not None:  # new, or unreadable then: the files' rules
+            if cut:
+                result.nodes_uncompared += 1
+            elif path in old.unread or _below(path, unread_dirs):
+                result.not_comparable.append(path)
+            elif not old.partial:
+                result.added.append(path)
+            else:
+                continue
+        elif now is None and then is not None:  # gone, not reached, or unreadable now
+            if cut:
+                result.nodes_uncompared += 1
+                continue
+            if path in new.unread or _below(path, unread_dirs_now):
+                result.unreadable.append(path)
+                if path in added:  # a node then, a regular file now it cannot read: not new
+                    result.added.remove(path)
+                    result.unread_now.discard(path)
+            else:
+                result.removed.append(path)
+                assert isinstance(then, BaselineNode)
+                result.removed_kind[path] = then.kind
+        elif then is not None and now is not None:
+            if _kind(then) != _kind(now) or _node_content(then) != _node_content(now):
+                result.content.append(path)
+                if path in removed:  # a regular file then, something else now: changed, not removed
+                    result.removed.remove(path)
+                if path in added:  # something else then, a regular file now: changed, not added
+                    result.added.remove(path)
+            elif what := _node_metadata(then, now):
+                result.metadata.append((path, what))
+            else:
+                continue
+        result.nodes[path] = (then, now)
+
+
+def _kind(entry: Entry) -> int:
+    return stat.S_IFREG if isinstance(entry, BaselineFile) else entry.kind
+
+
+def _node_content(entry: Entry) -> tuple[int | None, bytes | None]:
+    """What a node holds instead of bytes: a device's number, a link's target."""
+    return (None, None) if isinstance(entry, BaselineFile) else (entry.rdev, entry.target)
+
+
+def _node_metadata(a: Entry, b: Entry) -> tuple[str, ...]:
+    """What differs of two nodes' mode and owner."""
+    return tuple(
+        name for name, x, y in (("mode", a.mode, b.mode), ("owner", (a.uid, a.gid), (b.uid, b.gid))) if x != y
+    )
 
 
 def _metadata_changed(a: BaselineFile, b: BaselineFile) -> tuple[str, ...]:

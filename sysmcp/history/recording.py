@@ -7,6 +7,7 @@ failed comes back as the store's reason, and the tool layer (``sysmcp.tools.hist
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -21,11 +22,13 @@ from sysmcp.history.snapshots import (
     FILES_KEPT,
     MIN_THRESHOLD,
     Baseline,
+    BaselineNode,
     DiskReading,
     ScanSnapshot,
     Series,
     Unread,
     baseline_entry,
+    baseline_node,
     build_scan,
     filesystem_id,
     options_key,
@@ -37,7 +40,7 @@ from sysmcp.history.snapshots import (
 if TYPE_CHECKING:  # disk_usage imports this module too, walks nothing, and opens no SQLite until it records
     from sysmcp.engine.hashing import TreeHash
     from sysmcp.engine.usage import Usage, UsageRequest
-    from sysmcp.engine.walk import WalkOptions
+    from sysmcp.engine.walk import Node, WalkOptions
     from sysmcp.history.store import Store
 
 PRUNE_EVERY = 25  # snapshots between two retention passes when no `sysmcp snapshot` timer prunes
@@ -114,11 +117,14 @@ def record_scan(
 class Unreadable:
     """What a hash of a tree could not read: the files it names, with why (relative names), the
     directories it could not list (relative), and how many there were in all (named or only counted:
-    the engine names a bounded number)."""
+    the engine names a bounded number). With them, what it recorded of the rest of the tree: its
+    directories, symbolic links and special files (``TreeHash.nodes``; None: not recorded)."""
 
     files: Sequence[tuple[bytes, str]] = ()
     directories: Sequence[bytes] = ()
     count: int = 0
+    nodes: Sequence[Node] | None = None
+    nodes_unrecorded: int = 0
 
 
 NOTHING_UNREADABLE = Unreadable()
@@ -126,9 +132,10 @@ NOTHING_UNREADABLE = Unreadable()
 
 def unreadable_of(tree: TreeHash) -> Unreadable:
     """What a hash of a tree could not read, as a baseline records it: the files it named with why,
-    the directories it could not list, and how many of both there were."""
+    the directories it could not list, and how many of both there were; and the directories, links and
+    special files it recorded, if it was asked to (``TreeRequest.nodes``)."""
     directories = [os.fsencode(name) for name in tree.skipped_named]
-    return Unreadable(tree.unreadable, directories, tree.unread_total)
+    return Unreadable(tree.unreadable, directories, tree.unread_total, tree.nodes, tree.nodes_unrecorded)
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,7 @@ def baseline_of(
     """
     files = {}
     unread: dict[bytes, Unread] = {}
+    nodes = _nodes_of(base, unreadable.nodes)
     with Parents() as parents:
         for name, digest in parse_gnu_manifest(manifest):
             if (st := lstat_below(parents, base, name)) is not None:
@@ -201,8 +209,31 @@ def baseline_of(
             unread[name] = Unread("could not be listed", directory=True)
     offered = len(unreadable.files) + len(unreadable.directories)
     return Baseline(
-        series, taken, algorithm, files, partial, unread=unread, unrecorded=max(0, unreadable.count - offered)
+        series,
+        taken,
+        algorithm,
+        files,
+        partial,
+        unread=unread,
+        unrecorded=max(0, unreadable.count - offered),
+        nodes=nodes,
+        nodes_unrecorded=unreadable.nodes_unrecorded if nodes is not None else 0,
     )
+
+
+def _nodes_of(base: bytes, walked: Sequence[Node] | None) -> dict[bytes, BaselineNode] | None:
+    """The walk's directories, links and special files by relative name, and the root's own mode and
+    owner as b"" (a root made world-writable is a finding too); None when the walk recorded none."""
+    if walked is None:
+        return None
+    nodes = {
+        name: BaselineNode(kind, mode, uid, gid, rdev, target)
+        for name, kind, mode, uid, gid, rdev, target in walked
+    }
+    # the root gone since it was hashed: its entries are gone too, and said so
+    with contextlib.suppress(OSError):
+        nodes[b""] = baseline_node(os.stat(base, follow_symlinks=False))
+    return nodes
 
 
 def lstat_below(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:

@@ -120,6 +120,23 @@ class BaselineFile:
 
 
 @dataclass(frozen=True, slots=True)
+class BaselineNode:
+    """A directory, symbolic link or special file of an integrity baseline: what changes its meaning
+    without touching a regular file's bytes (a link re-pointed, a directory made world-writable or given
+    to another owner, a device node planted).
+
+    ``kind`` is the ``S_IFMT`` type; ``target`` a link's exact bytes (None for others); ``rdev`` a device
+    node's number (None for others). No times: a directory's change with every file made in it."""
+
+    kind: int
+    mode: int
+    uid: int
+    gid: int
+    rdev: int | None = None
+    target: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Unread:
     """A file or directory a baseline could not read: why, and, for a file, what ``lstat`` gave of it
     (``seen``, its digest empty; None when lstat gave nothing). A directory is a prefix: nothing below
@@ -133,7 +150,8 @@ class Unread:
 @dataclass(slots=True)
 class Baseline:
     """An integrity baseline: the files read (``files``) and those that could not be (``unread``, by
-    relative name; ``unrecorded`` more than its bound allowed, counted, not named)."""
+    relative name; ``unrecorded`` more than its bound allowed, counted, not named), and what it
+    recorded of everything else (``nodes``)."""
 
     series: Series
     taken: float
@@ -143,6 +161,10 @@ class Baseline:
     id: int | None = None
     unread: dict[bytes, Unread] = field(default_factory=dict)
     unrecorded: int = 0
+    #: Its directories (the root's own as b""), symbolic links and special files, by relative name; None
+    #: when it recorded none (recorded by an older sysmcp, schema 3 or before): then none is compared.
+    nodes: dict[bytes, BaselineNode] | None = None
+    nodes_unrecorded: int = 0  # more of them than it records: counted, not named
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +283,13 @@ def build_scan(
 def baseline_entry(digest: str, st: os.stat_result) -> BaselineFile:
     mode = stat.S_IMODE(st.st_mode)
     return BaselineFile(digest, st.st_size, st.st_mtime, mode, st.st_uid, st.st_gid, st.st_ctime)
+
+
+def baseline_node(st: os.stat_result, target: bytes | None = None) -> BaselineNode:
+    """A directory's, link's or special file's record from its ``lstat`` (and a link's target)."""
+    kind = stat.S_IFMT(st.st_mode)
+    rdev = st.st_rdev if kind in (stat.S_IFCHR, stat.S_IFBLK) else None
+    return BaselineNode(kind, stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, rdev, target)
 
 
 def parse_gnu_manifest(manifest: bytes) -> Iterable[tuple[bytes, str]]:

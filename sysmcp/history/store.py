@@ -27,6 +27,7 @@ from sysmcp.engine.opens import closing_fd
 from sysmcp.history.snapshots import (
     Baseline,
     BaselineFile,
+    BaselineNode,
     DirTotals,
     DiskReading,
     FileRow,
@@ -40,7 +41,7 @@ from sysmcp.logconfig import get_logger
 
 DB_NAME = "history.sqlite3"
 BUSY_MS = 200  # the longest any tool waits for another process's lock
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SQLITE_HEADER = b"SQLite format 3\0"
 _CORRUPT = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _FULL = 13  # SQLITE_FULL
@@ -105,6 +106,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             directory INTEGER NOT NULL, reason TEXT NOT NULL, size INTEGER, mtime REAL, mode INTEGER,
             uid INTEGER, gid INTEGER, ctime REAL, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
         "ALTER TABLE baseline_files ADD COLUMN ctime REAL",
+    ),
+    (  # v3 -> v4: a baseline's directories, symbolic links (target bytes) and special files (device
+        # number), and how many past its bound; that count NULL for a baseline that recorded none
+        "ALTER TABLE snapshots ADD COLUMN nodes_unrecorded INTEGER",
+        """CREATE TABLE baseline_nodes (
+            snapshot INTEGER NOT NULL REFERENCES snapshots (id) ON DELETE CASCADE, path BLOB NOT NULL,
+            kind INTEGER NOT NULL, mode INTEGER NOT NULL, uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+            rdev INTEGER, target BLOB, PRIMARY KEY (snapshot, path)) WITHOUT ROWID""",
     ),
 )
 
@@ -655,6 +664,17 @@ class Store:
             )
             if baseline.unrecorded:
                 db.execute("UPDATE snapshots SET unrecorded = ? WHERE id = ?", (baseline.unrecorded, sid))
+            if baseline.nodes is not None:
+                db.executemany(
+                    "INSERT INTO baseline_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        (sid, p, n.kind, n.mode, n.uid, n.gid, n.rdev, n.target)
+                        for p, n in baseline.nodes.items()
+                    ),
+                )
+                db.execute(
+                    "UPDATE snapshots SET nodes_unrecorded = ? WHERE id = ?", (baseline.nodes_unrecorded, sid)
+                )
             return sid
 
         saved = self._write("the integrity baseline", work)
@@ -663,10 +683,20 @@ class Store:
         return saved
 
     def load_baseline(self, sid: int) -> Baseline | None:
-        loaded = self._load(sid, "baseline", "label", _BASELINE_FILES_OF, _BASELINE_UNREAD_OF, _UNRECORDED_OF)
+        loaded = self._load(
+            sid,
+            "baseline",
+            "label",
+            _BASELINE_FILES_OF,
+            _BASELINE_UNREAD_OF,
+            _UNRECORDED_OF,
+            _BASELINE_NODES_OF,
+        )
         if loaded is None:
             return None
-        (series, taken, partial, algorithm), (rows, unread_rows, [(unrecorded,)]) = loaded
+        (series, taken, partial, algorithm), (rows, unread_rows, [(unrecorded, uncounted)], node_rows) = (
+            loaded
+        )
         files = {bytes(r[0]): BaselineFile(*r[1:]) for r in rows}
         unread = {
             bytes(path): Unread(
@@ -676,7 +706,11 @@ class Store:
             )
             for path, directory, reason, *seen in unread_rows
         }
-        return Baseline(series, taken, algorithm, files, partial, sid, unread, unrecorded)
+        # NULL: a baseline an older sysmcp recorded, with no directories, links or special files (not "none")
+        nodes = None if uncounted is None else {bytes(r[0]): _node(*r[1:]) for r in node_rows}
+        return Baseline(
+            series, taken, algorithm, files, partial, sid, unread, unrecorded, nodes, uncounted or 0
+        )
 
     # -- a small key/value room (reclaim plans) -------------------------------------------------
 
@@ -808,7 +842,12 @@ _BASELINE_UNREAD_OF = (
     "SELECT path, directory, reason, size, mtime, mode, uid, gid, ctime"
     " FROM baseline_unread WHERE snapshot = ?"
 )
-_UNRECORDED_OF = "SELECT unrecorded FROM snapshots WHERE id = ?"
+_UNRECORDED_OF = "SELECT unrecorded, nodes_unrecorded FROM snapshots WHERE id = ?"
+_BASELINE_NODES_OF = "SELECT path, kind, mode, uid, gid, rdev, target FROM baseline_nodes WHERE snapshot = ?"
+
+
+def _node(kind: int, mode: int, uid: int, gid: int, rdev: int | None, target: bytes | None) -> BaselineNode:
+    return BaselineNode(kind, mode, uid, gid, rdev, None if target is None else bytes(target))
 
 
 def _seen_row(seen: BaselineFile | None) -> tuple[int | float | None, ...]:

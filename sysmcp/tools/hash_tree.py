@@ -136,6 +136,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         return f"{human_bytes(meter.done)} hashed at {rate(meter.done, elapsed)}"
 
     request = tree_request(path, printable(shown), algorithm, style, options, timeout_s)
+    if args.get("baseline"):  # a baseline records the directories, links and special files too
+        request = replace(request, nodes=True)
     tree = await ctx.run_engine(run, request, describe=describe)
     output = answer(args, ctx, tree, shown, algorithm, style)
     if not args.get("baseline"):

@@ -28,8 +28,8 @@ from sysmcp.engine.paths import call_argument, display, printable
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
-from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, ctime_only, not_compared
-from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, ScanSnapshot, within
+from sysmcp.history.diff import CTIME_ALONE, BaselineDiff, Entry, ctime_only, not_compared
+from sysmcp.history.snapshots import FILES_KEPT, BaselineFile, BaselineNode, ScanSnapshot, within
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.render import age, human_bytes, more_not_shown, plural, table
 from sysmcp.tools import schemas as js
@@ -208,19 +208,22 @@ class Fill(Open):
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop(
-        "Files added (those not readable now too: their content not hashed; with unrecorded_at_baseline, any "
-        "may have been there, one the baseline could not read and did not name).",
+        "Files added, and symbolic links, directories and special files (those not readable now too: their "
+        "content not hashed; with unrecorded_at_baseline, any may have been there, one the baseline could not "
+        "read and did not name).",
         default=ABSENT,
     )
-    removed: Opt[int] = prop("Files removed.", default=ABSENT)
+    removed: Opt[int] = prop("Files, symbolic links, directories and special files removed.", default=ABSENT)
     content_changed: Opt[int] = prop(
         "Files whose content digest changed, and files unreadable at the baseline whose size, mtime or ctime "
-        "changed since (content not compared: may have changed).",
+        "changed since (content not compared: may have changed); symbolic links re-pointed (another target), "
+        "device nodes given another device number, and names whose type changed (a file now a link).",
         default=ABSENT,
     )
     metadata_changed: Opt[int] = prop(
         "Files of the same content whose mode, owner or mtime changed, or only their ctime (a mode undone, a "
-        "hard link, ACLs or xattrs); unreadable at the baseline: mode or owner only.",
+        "hard link, ACLs or xattrs); unreadable at the baseline: mode or owner only. Directories, symbolic "
+        "links and special files whose mode or owner changed.",
         default=ABSENT,
     )
     not_checked: Opt[int] = prop(
@@ -231,9 +234,21 @@ class Integrity(Open):
         "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
         default=ABSENT,
     )
+    links_and_directories_compared: Opt[bool] = prop(
+        "Whether symbolic links (target, owner), directories (mode, owner) and special files (type, device "
+        "number, mode, owner) are compared. False for a baseline an older sysmcp recorded: it holds regular "
+        "files only, so none of those is called added, removed or changed.",
+        default=ABSENT,
+    )
+    links_and_directories_not_compared: Opt[int] = prop(
+        "Symbolic links, directories and special files on one side only, not compared: the baseline or the "
+        "tree now had more than a baseline records (250,000), so which were kept depends on the walk's order. "
+        "Left out when none.",
+        default=ABSENT,
+    )
     symlinks_not_compared: Opt[int] = prop(
-        "Symbolic links under path now: a baseline holds regular files only, so a link planted or re-pointed "
-        "is no finding. Left out when none.",
+        "Symbolic links under path now, for a baseline an older sysmcp recorded (regular files only): a link "
+        "planted or re-pointed is no finding. Left out when none.",
         default=ABSENT,
     )
     special_files_not_compared: Opt[int] = prop(
@@ -750,6 +765,8 @@ def _integrity_kinds(integrity: BaselineDiff) -> dict[str, list[bytes]]:
 
 def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
     """What the answer says of one finding beside its name (empty when nothing more is known)."""
+    if path in integrity.nodes:  # a directory, symbolic link or special file, then or now
+        return _node_detail(kind, *integrity.nodes[path])
     pair = integrity.files.get(path)
     detail = _KIND_DETAILS.get(kind, "") if pair is None else _integrity_detail(kind, *pair)
     if kind == "removed" and path in integrity.replaced:  # the file is gone, its name is not
@@ -758,6 +775,51 @@ def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
     if path in integrity.unread_now:  # not read now, never recorded as unreadable: not left out
         detail = f"{detail}, {_UNREAD_NOW[kind]}" if detail else _UNREAD_NOW[kind]
     return detail
+
+
+def _entry_words(entry: Entry) -> str:
+    """'a symbolic link to '/tmp/x'', 'a directory', 'a character device 1,3': what a record is. A link's
+    target as ``os.fsdecode`` makes it: the line that shows it escapes it (``printable``)."""
+    if isinstance(entry, BaselineFile):
+        return "a regular file"
+    what = _FILE_TYPE_WORDS.get(entry.kind, "another kind of file")
+    if entry.target is not None:
+        return f"{what} to '{os.fsdecode(entry.target)}'"
+    if entry.rdev is not None:
+        return f"{what} {os.major(entry.rdev)},{os.minor(entry.rdev)}"
+    return what
+
+
+def _node_detail(kind: str, then: Entry | None, now: Entry | None) -> str:
+    """What the answer says of a directory, symbolic link or special file (then, now, or both) listed
+    under ``kind``: what it is, and for a change, what differs."""
+    if then is None or now is None:
+        entry = now if then is None else then
+        assert entry is not None
+        what = _entry_words(entry)
+        if kind == "removed":
+            return f"was {what}"
+        if kind == "unreadable":
+            return f"was {what}: its directory cannot be listed now"
+        if kind == "not_comparable":
+            return f"{what}, below a directory unreadable at the baseline"
+        return f"{what}, mode {entry.mode:04o}, owner {entry.uid}:{entry.gid}"
+    parts = []
+    if kind == "content_changed":
+        same_type = isinstance(then, BaselineNode) and isinstance(now, BaselineNode) and then.kind == now.kind
+        if not same_type:
+            parts.append(f"{_entry_words(then)} → {_entry_words(now)}")
+        elif isinstance(then, BaselineNode) and isinstance(now, BaselineNode) and then.target != now.target:
+            parts.append(f"target '{os.fsdecode(then.target or b'')}' → '{os.fsdecode(now.target or b'')}'")
+        else:
+            parts.append(f"{_entry_words(then)} → {_entry_words(now).rpartition(' ')[2]}")  # its number
+    else:
+        parts.append(_entry_words(now).removeprefix("a ").removeprefix("an "))
+    if then.mode != now.mode and isinstance(then, BaselineNode) == isinstance(now, BaselineNode):
+        parts.append(f"mode {then.mode:04o} → {now.mode:04o}")
+    if (then.uid, then.gid) != (now.uid, now.gid):
+        parts.append(f"owner {then.uid}:{then.gid} → {now.uid}:{now.gid}")
+    return ", ".join(parts)
 
 
 def integrity_listing(found: Findings, shown: str, top_n: int) -> str | None:
@@ -795,7 +857,9 @@ def _integrity_lines(
     if integrity.unrecorded and integrity.added:  # past its bound the baseline counts, never names
         unnamed = plural(integrity.unrecorded, "file or directory", "files or directories")
         told["added"] = f" (any may have been there: the baseline could not read {unnamed} it does not name)"
-    if maybe := sum(not_compared(integrity.files[p]) for p in integrity.content):  # listed after the rest
+    if maybe := sum(
+        p in integrity.files and not_compared(integrity.files[p]) for p in integrity.content
+    ):  # listed after the rest
         told["content_changed"] = f" ({maybe:,} not compared: may have)"
     counts = ", ".join(
         f"{len(v):,} {_KIND_WORDS.get(k, k.replace('_', ' '))}{told.get(k, '')}" for k, v in kinds.items()
@@ -815,16 +879,29 @@ def _integrity_lines(
     met = " and ".join(
         [plural(links, "symbolic link")] * bool(links) + [plural(special, "special file")] * bool(special)
     )
-    lines.append(
-        f"  Only regular files are compared: {f'the {met} under it now, and ' if met else ''}the directories' "
-        "own mode and owner, are not (a symlink planted or re-pointed, or a directory made writable, is not "
-        "seen here)."
-    )
+    if integrity.nodes_compared:
+        lines.append(
+            "  Compared: regular files (content, size, mode, owner, mtime, ctime), symbolic links (target, "
+            "owner), directories (mode, owner) and special files (type, device number, mode, owner)."
+        )
+    else:
+        lines.append(
+            "  The baseline was recorded by an older sysmcp and holds regular files only: "
+            f"{f'the {met} under it now, and ' if met else ''}the directories' own mode and owner, are not "
+            "compared, nor called added (a symlink planted or re-pointed, or a directory made writable, is not "
+            "seen here); hash_tree baseline: true records a baseline that holds them."
+        )
+    if integrity.nodes_uncompared:
+        lines.append(
+            f"  {plural(integrity.nodes_uncompared, 'symbolic link, directory or special file', 'symbolic links, directories or special files')}"
+            " on one side only not compared: more than a baseline records, and which are kept depends on the "
+            "walk's order"
+        )
     for k, v in kinds.items():
         for p in v[:top_n]:
             detail = _finding_detail(integrity, k, p)
             word = _KIND_WORDS.get(k, k.replace("_", " "))
-            lines.append(f"  {word}: {printable(named(p))}{f' ({detail})' if detail else ''}")
+            lines.append(f"  {word}: {printable(named(p))}{f' ({printable(detail)})' if detail else ''}")
         if len(v) > top_n:
             lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
     if integrity.unrecorded:
@@ -846,8 +923,14 @@ def _integrity_lines(
         not_checked=integrity.not_checked,
         unreadable=len(integrity.unreadable),
         unreadable_at_baseline=len(integrity.unread_then) or ABSENT,
-        symlinks_not_compared=found.integrity_not_files.get("symlink") or ABSENT,
-        special_files_not_compared=found.integrity_not_files.get("special_file") or ABSENT,
+        links_and_directories_compared=integrity.nodes_compared,
+        links_and_directories_not_compared=integrity.nodes_uncompared or ABSENT,
+        symlinks_not_compared=(not integrity.nodes_compared and found.integrity_not_files.get("symlink"))
+        or ABSENT,
+        special_files_not_compared=(
+            not integrity.nodes_compared and found.integrity_not_files.get("special_file")
+        )
+        or ABSENT,
         not_comparable=len(integrity.not_comparable) or ABSENT,
         unrecorded_at_baseline=integrity.unrecorded or ABSENT,
         unreadable_now_unnamed=integrity.unrecorded_now or ABSENT,

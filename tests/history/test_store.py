@@ -122,7 +122,7 @@ def test_a_version_2_baseline_is_upgraded_and_reads_back_with_nothing_unread(tmp
     again = store.load_baseline(saved.id or 0)
     assert again is not None and (again.unread, again.unrecorded) == (unread, 5)
     with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert store.prune(Retention(hourly_s=0, daily_s=0, weekly_s=0, max_bytes=0)).ok  # too old to keep
     with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:  # its unread rows go with it
         assert db.execute("SELECT count(*) FROM baseline_unread").fetchone()[0] == 0

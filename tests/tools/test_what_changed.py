@@ -1211,9 +1211,12 @@ async def test_a_first_scan_of_a_tree_with_an_integrity_baseline_does_not_say_th
     ), output.text
 
 
-async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_removed_saying_what_is_there_now(
+async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_a_changed_type_not_removed(
     tmp_path: Path, clock: Clock
 ) -> None:
+    """The baseline records what is not a regular file too: a file replaced by a link, a FIFO or a
+    directory is its name's type changed (content changed, both named), as AIDE says it; only the file
+    that is gone is removed."""
     from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
     from sysmcp.tools.hash_tree import handle as hash_tree
 
@@ -1229,13 +1232,12 @@ async def test_a_baseline_file_replaced_by_a_symlink_fifo_or_directory_is_remove
     clock.now += 600
     output = await call(path=str(tree), since="1h")
     result = output.structured["integrity"]
-    assert (result["removed"], result["added"]) == (4, 0), output.text
-    assert f"removed: {tree}/link (now a symbolic link, not a regular file)\n" in output.text + "\n", (
-        output.text
-    )
-    assert f"removed: {tree}/fifo (now a FIFO, not a regular file)\n" in output.text + "\n", output.text
-    assert f"removed: {tree}/dir (now a directory, not a regular file)\n" in output.text + "\n", output.text
-    assert f"removed: {tree}/gone\n" in output.text + "\n", output.text
+    assert (result["removed"], result["added"], result["content_changed"]) == (1, 0, 3), output.text
+    text = output.text + "\n"
+    assert f"content changed: {tree}/link (a regular file → a symbolic link to 'kept')\n" in text, text
+    assert f"content changed: {tree}/fifo (a regular file → a FIFO)\n" in text, text
+    assert f"content changed: {tree}/dir (a regular file → a directory)\n" in text, text
+    assert f"removed: {tree}/gone\n" in text, text
 
 
 def test_the_count_of_files_added_says_any_may_have_been_there_when_the_baseline_left_unreadable_ones_unnamed() -> (
@@ -1335,33 +1337,42 @@ async def test_integrity_findings_past_top_n_are_kept_whole_as_a_linked_list(
         assert row.startswith(f"content_changed\t{tree}/f{n:02d}\tsize 100 B → 101 B"), rows
 
 
-async def test_an_integrity_check_says_symlinks_special_files_and_directories_are_not_compared(
+async def test_an_integrity_check_finds_symlinks_planted_or_repointed_special_files_and_directories_made_writable(
     tmp_path: Path, clock: Clock
 ) -> None:
     """A symlink planted (to /etc/shadow) or re-pointed, a FIFO made, a directory made world-writable:
-    the baseline holds regular files only, so none is a finding, and '0 added, 0 removed' must not read
-    as 'nothing changed' without saying what it does not cover."""
+    each is a finding, in the counts and lists where it fits, and the answer says what it compares."""
     from sysmcp.tools.hash_tree import INPUT_SCHEMA as HASH_INPUT
     from sysmcp.tools.hash_tree import handle as hash_tree
 
     tree = tmp_path / "tree"
     write(tree / "sub" / "a", 100)
+    os.chmod(tree / "sub", 0o755)
     (tree / "old").symlink_to("sub/a")
     await hash_tree(validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), context())
     (tree / "evil").symlink_to("/etc/shadow")
     (tree / "old").unlink()
     (tree / "old").symlink_to("/tmp")
     os.mkfifo(tree / "pipe")
+    os.chmod(tree / "pipe", 0o640)
     os.chmod(tree / "sub", 0o777)
+    me, link_mode = f"{os.getuid()}:{os.getgid()}", stat.S_IMODE(os.lstat(tree / "evil").st_mode)
     output = await call(path=str(tree), since="1h")
-    assert "): 0 added, 0 removed, 0 content changed, 0 metadata changed\n" in output.text + "\n", output.text
+    text = output.text + "\n"
+    assert "): 2 added, 0 removed, 1 content changed, 1 metadata changed\n" in text, text
     assert (
-        "\n  Only regular files are compared: the 2 symbolic links and 1 special file under it now, and the "
-        "directories' own mode and owner, are not (a symlink planted or re-pointed, or a directory made "
-        "writable, is not seen here).\n"
-    ) in output.text + "\n", output.text
+        "\n  Compared: regular files (content, size, mode, owner, mtime, ctime), symbolic links (target, owner), "
+        "directories (mode, owner) and special files (type, device number, mode, owner).\n"
+    ) in text, text
+    evil = f"{tree}/evil (a symbolic link to '/etc/shadow', mode {link_mode:04o}, owner {me})"
+    assert f"\n  added: {evil}\n" in text, text
+    assert f"\n  added: {tree}/pipe (a FIFO, mode 0640, owner {me})\n" in text, text
+    assert f"\n  content changed: {tree}/old (target 'sub/a' → '/tmp')\n" in text, text
+    assert f"\n  metadata changed: {tree}/sub (directory, mode 0755 → 0777)\n" in text, text
     result = output.structured["integrity"]
-    assert (result["symlinks_not_compared"], result["special_files_not_compared"]) == (2, 1)
+    assert result["links_and_directories_compared"] is True
+    assert "symlinks_not_compared" not in result and "special_files_not_compared" not in result
+    assert result["examples"]["added"] == [f"{tree}/evil", f"{tree}/pipe"]
 
 
 def test_an_integrity_check_out_of_descriptors_says_so_and_never_that_time_ran_out() -> None:
