@@ -7,14 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
 from sysmcp.engine.paths import is_within, printable, shell_word, within_roots
-from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
+from sysmcp.engine.pools import (
+    Allocation,
+    Cow,
+    CowItem,
+    ThinPool,
+    btrfs_allocation,
+    could_be_thin,
+    thin_pools,
+)
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
 from sysmcp.tools.typed import prop, result
@@ -22,7 +30,19 @@ from sysmcp.tools.typed import prop, result
 if TYPE_CHECKING:
     from sysmcp.engine.space import Snapshots
 
-__all__ = ["FilesystemPool", "Pool", "PoolReader", "PoolSampler", "as_snapshots", "cow_lines", "read_pools"]
+__all__ = [
+    "BtrfsChunks",
+    "FilesystemPool",
+    "Pool",
+    "PoolReader",
+    "PoolSampler",
+    "as_snapshots",
+    "btrfs_chunks",
+    "chunk_line",
+    "chunks_of",
+    "cow_lines",
+    "read_pools",
+]
 
 POOL_TIMEOUT = 5.0  # seconds lvs is given
 POOL_MAX_AGE = 2.0  # seconds an answer's first lvs reading may be old (a sampling round's: fresh)
@@ -50,6 +70,83 @@ class Pool:
     fuller_than_filesystem: bool = prop("Data or metadata percent above the filesystem's percent_used.")
     fill_rate_bytes_per_s: float | None = prop("With sample_s: the pool's data growth.")
     seconds_to_full: float | None = prop("With sample_s: at that rate, until the pool's data is full.")
+
+
+@result
+class ChunkType:
+    """One btrfs chunk type's allocation."""
+
+    type: Literal["data", "metadata", "system"] = prop()
+    profile: str = prop("single, dup, raid1, …")
+    size_bytes: int = prop("What its chunks hold.")
+    used_bytes: int = prop()
+    device_bytes: int = prop("Device bytes its chunks take, copies included.")
+
+
+@result
+class BtrfsChunks:
+    """How a btrfs filesystem's devices are allocated to chunks: metadata grows only into unallocated."""
+
+    device_bytes: int = prop("Its devices' sizes, added up.")
+    unallocated_bytes: int = prop("Device bytes in no chunk.")
+    types: list[ChunkType] = prop()
+    global_reserve_bytes: int = prop("Metadata btrfs keeps back for itself.")
+    metadata_percent: float | None = prop("(metadata used + global reserve) / metadata size.")
+    metadata_full: bool = prop(
+        "Metadata at 75 % or more with no room for another chunk: ENOSPC while df shows free space."
+    )
+
+
+def btrfs_chunks(devices: Sequence[str]) -> dict[str, Allocation]:
+    """The chunk allocation of each btrfs mount source the kernel shows one for (in a worker: sysfs)."""
+    found = {device: btrfs_allocation(device) for device in dict.fromkeys(devices)}
+    return {device: allocation for device, allocation in found.items() if allocation is not None}
+
+
+def chunks_of(allocation: Allocation) -> BtrfsChunks:
+    kinds = cast("list[Literal['data', 'metadata', 'system']]", [c.kind for c in allocation.chunks])
+    return BtrfsChunks(
+        allocation.device_size,
+        allocation.unallocated,
+        [
+            ChunkType(kind, c.profile, c.size, c.used, c.on_disk)
+            for kind, c in zip(kinds, allocation.chunks, strict=True)
+        ],
+        allocation.global_reserve,
+        allocation.metadata_percent,
+        allocation.stuck,
+    )
+
+
+def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
+    """The warning for a btrfs whose metadata is full and cannot grow, with the steps an admin takes
+    (None when it is not): a balance compacts half-empty data chunks into fewer, giving their device
+    bytes back to unallocated, where metadata can grow; with metadata full, the balance itself has no
+    room to work in, so a device is added for the while (or files deleted) first."""
+    if not allocation.stuck:
+        return None
+    point, word = printable(mount_point), shell_word(mount_point)
+    meta = allocation.of("metadata")
+    data = allocation.of("data")
+    assert meta is not None
+    text = (
+        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: every device "
+        f"byte is allocated to chunks ({human_bytes(allocation.unallocated)} unallocated of "
+        f"{human_bytes(allocation.device_size)}), so creating files fails with ENOSPC"
+    )
+    if data is None or not allocation.balance_helps:
+        return text + (
+            ", and the data chunks are full too: the filesystem is full. Next: delete files or snapshots, "
+            f"or grow it: btrfs device add DEVICE {word}."
+        )
+    return text + (
+        f" although df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
+        f"({human_bytes(data.used)} used of {human_bytes(data.size)}) that metadata cannot use. Next: "
+        f"btrfs balance start -dusage=10 {word}, then 25, 50, compacts data chunks and gives their space "
+        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with a "
+        f"device added for the while (btrfs device add DEVICE {word}, the balance, then btrfs device "
+        f"remove DEVICE {word}), or delete files or snapshots first."
+    )
 
 
 class FilesystemPool(NamedTuple):

@@ -8,11 +8,13 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
+
+import anyio.to_thread
 
 from sysmcp.engine.mounts import (
     ALERT_PERCENT,
@@ -34,7 +36,7 @@ from sysmcp.engine.mounts import (
     statvfs_usage,
 )
 from sysmcp.engine.paths import is_within, mount_source, printable, within_roots
-from sysmcp.engine.pools import could_be_thin
+from sysmcp.engine.pools import Allocation, could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.history.snapshots import DiskReading, reading_identity
@@ -43,7 +45,17 @@ from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, noun, plural, table
 from sysmcp.tools import schemas as js
-from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
+from sysmcp.tools.disk_pools import (
+    BtrfsChunks,
+    FilesystemPool,
+    Pool,
+    PoolReader,
+    PoolSampler,
+    btrfs_chunks,
+    chunk_line,
+    chunks_of,
+    read_pools,
+)
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
@@ -128,6 +140,7 @@ class Filesystem:
     pool: Opt[Pool] = prop(
         "The LVM thin pool under the filesystem: it can fill before the filesystem does.", default=ABSENT
     )
+    chunks: Opt[BtrfsChunks] = prop("btrfs: its devices' allocation to chunks.", default=ABSENT)
 
 
 @result
@@ -148,8 +161,11 @@ class DiskUsageResult:
     )
 
 
-def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> Filesystem:
-    """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
+def filesystem(
+    entry: FilesystemUsage, pooled: FilesystemPool | None = None, allocation: Allocation | None = None
+) -> Filesystem:
+    """One filesystem of the answer, with the pool under it (whose time to full may be the sooner) and,
+    on btrfs, its chunk allocation."""
     shown = _shown(entry.mount)
     fig = entry.figures
     if fig is None:
@@ -174,7 +190,8 @@ def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> 
     alerts = cast("list[Literal['space', 'inodes']]", entry.alerts())
     pool = ABSENT if pooled is None else pooled.pool
     sizes = (fig.total, fig.used, fig.free, fig.reserved, fig.percent)
-    return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
+    chunks = ABSENT if allocation is None else chunks_of(allocation)
+    return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool, chunks)
 
 
 def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
@@ -492,11 +509,13 @@ class DiskUsage:
         proc: str = PROC,
         readings: ReadingGate = READINGS,
         pools: PoolReader = read_pools,
+        chunks: Callable[[Sequence[str]], dict[str, Allocation]] = btrfs_chunks,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
         self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
+        self.chunks = chunks  # btrfs chunk allocation by mount source (sysfs)
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -541,8 +560,12 @@ class DiskUsage:
                 from sysmcp.tools.disk_explain import run as explain
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)
-                answer = self._answer(entries, table, shown, ctx.paths.allowed, explain=part)
-                return ToolOutput.typed(text + "\n" + render(answer, unit, [entry.rate]), answer)
+                chunks = await self._chunks(entries)
+                answer = self._answer(entries, table, shown, ctx.paths.allowed, chunks=chunks, explain=part)
+                warnings = _chunk_lines(entries, chunks)
+                return ToolOutput.typed(
+                    "\n".join([*warnings, text, render(answer, unit, [entry.rate])]), answer
+                )
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)
@@ -552,21 +575,31 @@ class DiskUsage:
         if shown is ABSENT:
             entries = disks.shown(entries, everything)
         pooled = [pools.pooled(entry) for entry in entries]
+        chunks = await self._chunks(entries)
         answer = self._answer(
             entries,
             table,
             shown,
             ctx.paths.allowed,
             pooled,
+            chunks,
             order=ORDER if shown is ABSENT else ABSENT,
             sample_s=sample_s or ABSENT,
         )
         lines = [item.line for item in pooled if item is not None] + pools.fault_lines()
         rates = [entry.rate for entry in entries]
-        output = ToolOutput.typed(render(answer, unit, rates, everything, lines), answer)
+        body = render(answer, unit, rates, everything, lines)
+        output = ToolOutput.typed("\n".join([*_chunk_lines(entries, chunks), body]), answer)
         identities = [entry.identity for entry in entries]
         note = await record_disk(answer.filesystems, _reading_key(args), self.readings, identities)
         return output if note is None else replace(output, text=f"{output.text}\n{note}")
+
+    async def _chunks(self, entries: Sequence[FilesystemUsage]) -> dict[str, Allocation]:
+        """The chunk allocation under each btrfs of the answer, read from sysfs in a worker."""
+        devices = [e.mount.device for e in entries if e.mount.fs_type == "btrfs" and e.figures is not None]
+        if not devices:
+            return {}
+        return await anyio.to_thread.run_sync(self.chunks, devices, abandon_on_cancel=True)
 
     def _answer(
         self,
@@ -575,20 +608,38 @@ class DiskUsage:
         path: Opt[str],
         roots: Sequence[Path] | None,
         pooled: Sequence[FilesystemPool | None] | None = None,
+        chunks: Mapping[str, Allocation] | None = None,
         **more: Any,
     ) -> DiskUsageResult:
         notes = apfs_notes(entries, table)
+        allocations = [
+            (chunks or {}).get(e.mount.device) if e.mount.fs_type == "btrfs" else None for e in entries
+        ]
         return DiskUsageResult(
             path,
             [
-                _confined(filesystem(entry, pool), entry.mount, table, roots)
-                for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
+                _confined(filesystem(entry, pool, allocation), entry.mount, table, roots)
+                for entry, pool, allocation in zip(
+                    entries, pooled or [None] * len(entries), allocations, strict=True
+                )
             ],
             ALERT_PERCENT,
             self.disks.prober.timeout,
             notes=notes or ABSENT,
             **more,
         )
+
+
+def _chunk_lines(entries: Sequence[FilesystemUsage], chunks: Mapping[str, Allocation]) -> list[str]:
+    """The warnings that lead the answer: a btrfs whose metadata is full and cannot grow, each once."""
+    lines: dict[str, str] = {}
+    for entry in entries:
+        allocation = chunks.get(entry.mount.device) if entry.mount.fs_type == "btrfs" else None
+        if allocation is not None and allocation.fsid not in lines:
+            line = chunk_line(os.fsdecode(entry.mount.mount_point), allocation)
+            if line is not None:
+                lines[allocation.fsid] = line
+    return list(lines.values())
 
 
 def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:
