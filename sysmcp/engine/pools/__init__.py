@@ -31,14 +31,27 @@ from sysmcp.engine.pools._lvm import (
     thin_pool_of,
     thin_pools,
 )
+from sysmcp.engine.pools._zpool import (
+    ZPOOL_FULL_PERCENT,
+    ZfsLimits,
+    ZfsPools,
+    ZPool,
+    parse_zfs_limits,
+    parse_zpool_list,
+    zfs_pools,
+)
 
 __all__ = [
     "LVS",
+    "ZPOOL_FULL_PERCENT",
     "Allocation",
     "Chunks",
     "Cow",
     "CowItem",
     "ThinPool",
+    "ZPool",
+    "ZfsLimits",
+    "ZfsPools",
     "btrfs_allocation",
     "btrfs_cow",
     "could_be_thin",
@@ -46,7 +59,9 @@ __all__ = [
     "parse_lvs",
     "parse_qgroups",
     "parse_subvolume_lines",
+    "parse_zfs_limits",
     "parse_zfs_list",
+    "parse_zpool_list",
     "read_allocation",
     "snapshots_of_volume",
     "subvolume_id_at",
@@ -54,4 +69,5 @@ __all__ = [
     "thin_pools",
     "verified_subvolumes",
     "zfs_cow",
+    "zfs_pools",
 ]
