@@ -83,7 +83,7 @@ class Pool:
 class ChunkType:
     """One btrfs chunk type's allocation."""
 
-    type: Literal["data", "metadata", "system"] = prop()
+    type: Literal["data", "metadata", "mixed", "system"] = prop("mixed: data and metadata together.")
     profile: str = prop("single, dup, raid1, …")
     size_bytes: int = prop("What its chunks hold.")
     used_bytes: int = prop()
@@ -111,7 +111,7 @@ def btrfs_chunks(devices: Sequence[str]) -> dict[str, Allocation]:
 
 
 def chunks_of(allocation: Allocation) -> BtrfsChunks:
-    kinds = cast("list[Literal['data', 'metadata', 'system']]", [c.kind for c in allocation.chunks])
+    kinds = cast("list[Literal['data', 'metadata', 'mixed', 'system']]", [c.kind for c in allocation.chunks])
     return BtrfsChunks(
         allocation.device_size,
         allocation.unallocated,

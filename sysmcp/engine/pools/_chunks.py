@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from sysmcp import platform
 
-TYPES = ("data", "metadata", "system")
+#: The chunk types as sysfs names them: 'mixed' holds data and metadata together (mkfs.btrfs --mixed, a
+#: small filesystem's choice), where no data or metadata directory exists.
+TYPES = ("data", "metadata", "mixed", "system")
 #: Metadata at least this full (its used bytes and the global reserve, of its chunks' size), with no
 #: room left for another metadata chunk, is where btrfs starts failing writes with ENOSPC.
 METADATA_FULL_PERCENT = 75
@@ -31,7 +33,7 @@ SLACK_PERCENT = 10
 class Chunks:
     """One chunk type's allocation."""
 
-    kind: str  # data, metadata, system
+    kind: str  # data, metadata, mixed, system
     profile: str  # single, dup, raid1, …: the first btrfs names under allocation/<type>/
     size: int  # bytes its chunks hold (logical)
     used: int
