@@ -584,12 +584,13 @@ class DiskUsage:
                 from sysmcp.tools.disk_explain import run as explain
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)
-                chunks = await self._chunks(entries)
-                answer = self._answer(entries, table, shown, ctx.paths.allowed, chunks=chunks, explain=part)
-                warnings = _chunk_lines(entries, chunks)
-                return ToolOutput.typed(
-                    "\n".join([*warnings, text, render(answer, unit, [entry.rate])]), answer
+                chunks, (zfs, fault) = await self._chunks(entries), await self._zfs(entries)
+                answer = self._answer(
+                    entries, table, shown, ctx.paths.allowed, chunks=chunks, zfs=zfs, explain=part
                 )
+                warnings = _chunk_lines(entries, chunks) + _zfs_lines(answer.filesystems)
+                body = render(answer, unit, [entry.rate], lines=fault)
+                return ToolOutput.typed("\n".join([*warnings, text, body]), answer)
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)

@@ -6,6 +6,7 @@ meaning nothing said at all."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,12 @@ def test_a_system_with_a_zfs_mount_answers_through_a_task_never_inline() -> None
     # zpool and zfs are commands: never run on the event loop
     assert handler(USAGE, [ROOT, HOME]).answers_at_once({"path": "/"}) is False
     assert handler(USAGE, [ROOT]).answers_at_once({"path": "/"}) is True
+
+
+async def test_an_explain_of_a_dataset_leads_with_its_pools_warning_too(tmp_path: Path) -> None:
+    point = str(tmp_path)
+    home = Mount(point, "backup/db", "zfs", ("rw",), dev="0:53")
+    usage = FakeUsage({point: stats(740, 500)})
+    text, structured = await call(handler(usage, [ROOT, home]), path=point, explain=True, timeout_s=10)
+    assert text.splitlines()[0].startswith("⚠ ZFS pool backup is DEGRADED"), text
+    assert structured["filesystems"][0]["zfs"]["pool"] == "backup" and "explain" in structured
