@@ -30,6 +30,7 @@ SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → a block device's sysfs direc
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 (Linux)
 SYS_BLOCK = "/sys/block"  # the whole block devices, hardware and virtual (Linux; elsewhere smartctl --scan lists them)
 MDSTAT = "/proc/mdstat"  # md RAID arrays (Linux, with the md driver loaded)
+SYS_FS_BTRFS = "/sys/fs/btrfs"  # each mounted btrfs by its UUID: its devices and chunk allocation (Linux)
 KMSG = "/dev/kmsg"  # the kernel log, one record per read (Linux; root or dmesg_restrict=0)
 
 WSL_HINT = (

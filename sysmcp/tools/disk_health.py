@@ -47,6 +47,9 @@ class DeviceRow(Open):
     temperature_c: int | None = prop("The drive's temperature now, in °C.")
     attributes: dict[str, int] = prop("The failure-predicting counters read.")
     io_errors: list[str] = prop("The kernel's most recent I/O error lines for it.")
+    self_test: str | None = prop(
+        "The most recent self-test, or the one running, in smartctl's words.", default=None
+    )
 
 
 @result
@@ -160,6 +163,8 @@ def _facts(row: DeviceRow) -> str:
     if row.temperature_c is not None:
         facts.append(f"{row.temperature_c} °C")
     facts += [f"{name} {count:,}" for name, count in row.attributes.items()]
+    if row.self_test:
+        facts.append(f"self-test {row.self_test}")
     return ", ".join(f for f in facts if f)
 
 

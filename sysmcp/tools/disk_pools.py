@@ -7,14 +7,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, cast
 
 import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
 from sysmcp.engine.paths import is_within, printable, shell_word, within_roots
-from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
+from sysmcp.engine.pools import (
+    ZPOOL_FULL_PERCENT,
+    Allocation,
+    Cow,
+    CowItem,
+    ThinPool,
+    ZfsPools,
+    btrfs_allocation,
+    could_be_thin,
+    thin_pools,
+    zfs_pools,
+)
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
 from sysmcp.tools.typed import prop, result
@@ -22,7 +33,23 @@ from sysmcp.tools.typed import prop, result
 if TYPE_CHECKING:
     from sysmcp.engine.space import Snapshots
 
-__all__ = ["FilesystemPool", "Pool", "PoolReader", "PoolSampler", "as_snapshots", "cow_lines", "read_pools"]
+__all__ = [
+    "BtrfsChunks",
+    "FilesystemPool",
+    "Pool",
+    "PoolReader",
+    "PoolSampler",
+    "ZfsPool",
+    "as_snapshots",
+    "btrfs_chunks",
+    "chunk_line",
+    "chunks_of",
+    "cow_lines",
+    "read_pools",
+    "read_zfs",
+    "zfs_lines",
+    "zfs_of",
+]
 
 POOL_TIMEOUT = 5.0  # seconds lvs is given
 POOL_MAX_AGE = 2.0  # seconds an answer's first lvs reading may be old (a sampling round's: fresh)
@@ -50,6 +77,182 @@ class Pool:
     fuller_than_filesystem: bool = prop("Data or metadata percent above the filesystem's percent_used.")
     fill_rate_bytes_per_s: float | None = prop("With sample_s: the pool's data growth.")
     seconds_to_full: float | None = prop("With sample_s: at that rate, until the pool's data is full.")
+
+
+@result
+class ChunkType:
+    """One btrfs chunk type's allocation."""
+
+    type: Literal["data", "metadata", "mixed", "system"] = prop("mixed: data and metadata together.")
+    profile: str = prop("single, dup, raid1, …")
+    size_bytes: int = prop("What its chunks hold.")
+    used_bytes: int = prop()
+    device_bytes: int = prop("Device bytes its chunks take, copies included.")
+
+
+@result
+class BtrfsChunks:
+    """How a btrfs filesystem's devices are allocated to chunks: metadata grows only into unallocated."""
+
+    device_bytes: int = prop("Its devices' sizes, added up.")
+    unallocated_bytes: int = prop("Device bytes in no chunk.")
+    types: list[ChunkType] = prop()
+    global_reserve_bytes: int = prop("Metadata btrfs keeps back for itself.")
+    metadata_percent: float | None = prop("(metadata used + global reserve) / metadata size.")
+    metadata_full: bool = prop(
+        "Metadata at 75 % or more with no room for another chunk: ENOSPC while df shows free space."
+    )
+
+
+def btrfs_chunks(devices: Sequence[str]) -> dict[str, Allocation]:
+    """The chunk allocation of each btrfs mount source the kernel shows one for (in a worker: sysfs)."""
+    found = {device: btrfs_allocation(device) for device in dict.fromkeys(devices)}
+    return {device: allocation for device, allocation in found.items() if allocation is not None}
+
+
+def chunks_of(allocation: Allocation) -> BtrfsChunks:
+    kinds = cast("list[Literal['data', 'metadata', 'mixed', 'system']]", [c.kind for c in allocation.chunks])
+    return BtrfsChunks(
+        allocation.device_size,
+        allocation.unallocated,
+        [
+            ChunkType(kind, c.profile, c.size, c.used, c.on_disk)
+            for kind, c in zip(kinds, allocation.chunks, strict=True)
+        ],
+        allocation.global_reserve,
+        allocation.metadata_percent,
+        allocation.stuck,
+    )
+
+
+def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
+    """The warning for a btrfs whose metadata is full and cannot grow, with the steps an admin takes
+    (None when it is not): a balance compacts half-empty data chunks into fewer, giving their device
+    bytes back to unallocated, where metadata can grow; with metadata full, the balance itself has no
+    room to work in, so a device is added for the while (or files deleted) first."""
+    if not allocation.stuck:
+        return None
+    point, word = printable(mount_point), shell_word(mount_point)
+    meta = allocation.of("metadata")
+    data = allocation.of("data")
+    assert meta is not None
+    text = (
+        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: every device "
+        f"byte is allocated to chunks ({human_bytes(allocation.unallocated)} unallocated of "
+        f"{human_bytes(allocation.device_size)}), so creating files fails with ENOSPC"
+    )
+    if data is None or not allocation.balance_helps:
+        return text + (
+            ", and the data chunks are full too: the filesystem is full. Next: delete files or snapshots, "
+            f"or grow it: btrfs device add DEVICE {word}."
+        )
+    return text + (
+        f" although df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
+        f"({human_bytes(data.used)} used of {human_bytes(data.size)}) that metadata cannot use. Next: "
+        f"btrfs balance start -dusage=10 {word}, then 25, 50, compacts data chunks and gives their space "
+        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with a "
+        f"device added for the while (btrfs device add DEVICE {word}, the balance, then btrfs device "
+        f"remove DEVICE {word}), or delete files or snapshots first."
+    )
+
+
+@result
+class ZfsPool:
+    """The ZFS pool under a dataset, and the dataset's own limits."""
+
+    pool: str = prop()
+    size_bytes: int | None = prop("Null: not known (a pool that cannot be opened).")
+    allocated_bytes: int | None = prop()
+    free_bytes: int | None = prop()
+    fragmentation_percent: int | None = prop()
+    capacity_percent: int | None = prop("Allocated, of size.")
+    health: str = prop("ONLINE, DEGRADED, FAULTED, OFFLINE, REMOVED, UNAVAIL or SUSPENDED.")
+    pool_full: bool = prop(f"Capacity at {ZPOOL_FULL_PERCENT} % or more: ZFS slows down there.")
+    quota_bytes: int | None = prop("The dataset's quota (null: none); refquota etc. likewise.")
+    refquota_bytes: int | None = prop()
+    reservation_bytes: int | None = prop()
+    refreservation_bytes: int | None = prop()
+
+
+ZFS_TIMEOUT = 5.0  # seconds zpool and zfs are given
+
+
+def read_zfs(datasets: Sequence[str]) -> ZfsPools | None:
+    """The pools and the datasets' limits (in a worker); None: no ZFS commands here."""
+    return zfs_pools(datasets, ZFS_TIMEOUT)
+
+
+def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
+    pool = found.pool_of(dataset)
+    if pool is None:
+        return None
+    limits = found.limits.get(dataset)
+    quota, refquota, reservation, refreservation = (
+        (None, None, None, None)
+        if limits is None
+        else (limits.quota, limits.refquota, limits.reservation, limits.refreservation)
+    )
+    return ZfsPool(
+        pool.name,
+        pool.size,
+        pool.allocated,
+        pool.free,
+        pool.fragmentation,
+        pool.capacity,
+        pool.health,
+        pool.full,
+        quota,
+        refquota,
+        reservation,
+        refreservation,
+    )
+
+
+def _pool_warning(part: ZfsPool) -> str | None:
+    """'⚠ ZFS pool backup is DEGRADED …; 87 % full …', or None for a whole pool under the threshold."""
+    name, word = printable(part.pool), shell_word(part.pool)
+    said = []
+    if part.health == "DEGRADED":
+        said.append(
+            f"is DEGRADED: it runs without some of its redundancy (zpool status -x {word} names the device "
+            "at fault; zpool replace it)"
+        )
+    elif part.health != "ONLINE":
+        said.append(
+            f"is {printable(part.health)}: it cannot serve its datasets' reads and writes (zpool status -x "
+            f"{word} says why; zpool clear {word} once the cause is fixed)"
+        )
+    if part.pool_full:
+        frag = "" if part.fragmentation_percent is None else f", {part.fragmentation_percent} % fragmented"
+        free = "" if part.free_bytes is None else f", {human_bytes(part.free_bytes)} free"
+        said.append(
+            f"is {part.capacity_percent} % full{free}{frag}: at {ZPOOL_FULL_PERCENT} % or more ZFS writes "
+            f"slow down and fragment; free space (zfs list -t snapshot -o name,used -s used -r {word} names the "
+            "snapshots that hold most) or add a vdev"
+        )
+    return f"⚠ ZFS pool {name} " + "; it ".join(said) + "." if said else None
+
+
+def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
+    """The warnings that lead the answer: each pool at or over the threshold or not ONLINE once (those
+    not ONLINE first), then each dataset full at its quota while its pool has room. ``rows``: (mount point, dataset, its
+    pool, whether the filesystem is over the space alert)."""
+    lines: dict[str, str] = {}
+    for _, _, part, _ in sorted(rows, key=lambda row: row[2].health == "ONLINE"):  # the sick pools first
+        warning = _pool_warning(part)
+        if warning is not None:
+            lines.setdefault(f"pool {part.pool}", warning)
+    for point, dataset, part, alerted in rows:
+        limit = min((q for q in (part.quota_bytes, part.refquota_bytes) if q), default=None)
+        if alerted and limit is not None and (part.free_bytes or 0) > 0:
+            which = "quota" if limit == part.quota_bytes else "refquota"
+            lines.setdefault(
+                f"quota {dataset}",
+                f"⚠ {printable(point)} (ZFS {printable(dataset)}) is full at its {which} of {human_bytes(limit)} "
+                f"while its pool {printable(part.pool)} has {human_bytes(part.free_bytes or 0)} free: raise it "
+                f"(zfs set {which}=SIZE {shell_word(dataset)}) or free space inside it.",
+            )
+    return list(lines.values())
 
 
 class FilesystemPool(NamedTuple):

@@ -8,12 +8,15 @@ sampling are the engine's (``sysmcp.engine.mounts._disks``); this module is the 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import anyio.to_thread
+
+from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import (
     ALERT_PERCENT,
     MAX_STUCK_PROBES,
@@ -34,7 +37,7 @@ from sysmcp.engine.mounts import (
     statvfs_usage,
 )
 from sysmcp.engine.paths import is_within, mount_source, printable, within_roots
-from sysmcp.engine.pools import could_be_thin
+from sysmcp.engine.pools import Allocation, ZfsPools, could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
 from sysmcp.history.snapshots import DiskReading, reading_identity
@@ -43,7 +46,21 @@ from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
 from sysmcp.render import human_bytes, noun, plural, table
 from sysmcp.tools import schemas as js
-from sysmcp.tools.disk_pools import FilesystemPool, Pool, PoolReader, PoolSampler, read_pools
+from sysmcp.tools.disk_pools import (
+    BtrfsChunks,
+    FilesystemPool,
+    Pool,
+    PoolReader,
+    PoolSampler,
+    ZfsPool,
+    btrfs_chunks,
+    chunk_line,
+    chunks_of,
+    read_pools,
+    read_zfs,
+    zfs_lines,
+    zfs_of,
+)
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
@@ -128,6 +145,8 @@ class Filesystem:
     pool: Opt[Pool] = prop(
         "The LVM thin pool under the filesystem: it can fill before the filesystem does.", default=ABSENT
     )
+    chunks: Opt[BtrfsChunks] = prop("btrfs: its devices' allocation to chunks.", default=ABSENT)
+    zfs: Opt[ZfsPool] = prop("ZFS: the pool under the dataset, and its limits.", default=ABSENT)
 
 
 @result
@@ -148,8 +167,14 @@ class DiskUsageResult:
     )
 
 
-def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> Filesystem:
-    """One filesystem of the answer, with the pool under it (whose time to full may be the sooner)."""
+def filesystem(
+    entry: FilesystemUsage,
+    pooled: FilesystemPool | None = None,
+    allocation: Allocation | None = None,
+    zfs: ZfsPool | None = None,
+) -> Filesystem:
+    """One filesystem of the answer, with the pool under it (whose time to full may be the sooner) and,
+    on btrfs, its chunk allocation; on ZFS, its pool and limits."""
     shown = _shown(entry.mount)
     fig = entry.figures
     if fig is None:
@@ -174,7 +199,19 @@ def filesystem(entry: FilesystemUsage, pooled: FilesystemPool | None = None) -> 
     alerts = cast("list[Literal['space', 'inodes']]", entry.alerts())
     pool = ABSENT if pooled is None else pooled.pool
     sizes = (fig.total, fig.used, fig.free, fig.reserved, fig.percent)
-    return Filesystem(*shown, entry.status, ABSENT, *sizes, inodes, alerts, rate, pool)
+    chunks = ABSENT if allocation is None else chunks_of(allocation)
+    return Filesystem(
+        *shown,
+        entry.status,
+        ABSENT,
+        *sizes,
+        inodes,
+        alerts,
+        rate,
+        pool,
+        chunks,
+        ABSENT if zfs is None else zfs,
+    )
 
 
 def _confined(fs: Filesystem, mount: Mount, table: MountTable, roots: Sequence[Path] | None) -> Filesystem:
@@ -492,11 +529,15 @@ class DiskUsage:
         proc: str = PROC,
         readings: ReadingGate = READINGS,
         pools: PoolReader = read_pools,
+        chunks: Callable[[Sequence[str]], dict[str, Allocation]] = btrfs_chunks,
+        zfs: Callable[[Sequence[str]], ZfsPools | None] = read_zfs,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
         self.proc = proc  # where explain reads processes' open files (tests point it at a fake /proc)
         self.readings = readings  # which readings history keeps (at most one per filesystem a minute)
         self.pools = pools  # the thin pools under filesystems (tests pass recorded lvs output)
+        self.chunks = chunks  # btrfs chunk allocation by mount source (sysfs)
+        self.zfs = zfs  # the ZFS pools and dataset limits (tests pass recorded zpool and zfs output)
 
     def answers_at_once(self, args: Any) -> bool:
         """A path whose resolution and filesystem are all local: statvfs answers from memory."""
@@ -507,8 +548,10 @@ class DiskUsage:
         raw = args.get("path") if isinstance(args, dict) else None
         if not isinstance(raw, str):
             return not isinstance(args, dict) or "path" in args  # bad arguments are refused at once
-        if any(could_be_thin(mount.device) for mount in self.disks.partitions().mounts):
-            return False  # a thin volume's pool is read with lvs: a command, no inline work
+        if any(
+            could_be_thin(mount.device) or mount.fs_type == "zfs" for mount in self.disks.partitions().mounts
+        ):
+            return False  # a thin volume's pool is read with lvs, a ZFS pool with zpool: commands, no inline work
         return self.disks.walk(raw, self.disks.partitions())[1]
 
     async def __call__(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
@@ -541,8 +584,13 @@ class DiskUsage:
                 from sysmcp.tools.disk_explain import run as explain
 
                 text, part = await explain(entry, table, timeout, ctx, self.proc)
-                answer = self._answer(entries, table, shown, ctx.paths.allowed, explain=part)
-                return ToolOutput.typed(text + "\n" + render(answer, unit, [entry.rate]), answer)
+                chunks, (zfs, fault) = await self._chunks(entries), await self._zfs(entries)
+                answer = self._answer(
+                    entries, table, shown, ctx.paths.allowed, chunks=chunks, zfs=zfs, explain=part
+                )
+                warnings = _chunk_lines(entries, chunks) + _zfs_lines(answer.filesystems)
+                body = render(answer, unit, [entry.rate], lines=fault)
+                return ToolOutput.typed("\n".join([*warnings, text, body]), answer)
             await pools.take(entries)
         else:
             mounts = disks.selected(table, everything, ctx.paths.allowed)
@@ -552,21 +600,46 @@ class DiskUsage:
         if shown is ABSENT:
             entries = disks.shown(entries, everything)
         pooled = [pools.pooled(entry) for entry in entries]
+        chunks, (zfs, fault) = await self._chunks(entries), await self._zfs(entries)
         answer = self._answer(
             entries,
             table,
             shown,
             ctx.paths.allowed,
             pooled,
+            chunks,
+            zfs,
             order=ORDER if shown is ABSENT else ABSENT,
             sample_s=sample_s or ABSENT,
         )
-        lines = [item.line for item in pooled if item is not None] + pools.fault_lines()
+        lines = [item.line for item in pooled if item is not None] + pools.fault_lines() + fault
         rates = [entry.rate for entry in entries]
-        output = ToolOutput.typed(render(answer, unit, rates, everything, lines), answer)
+        body = render(answer, unit, rates, everything, lines)
+        warnings = _chunk_lines(entries, chunks) + _zfs_lines(answer.filesystems)
+        output = ToolOutput.typed("\n".join([*warnings, body]), answer)
         identities = [entry.identity for entry in entries]
         note = await record_disk(answer.filesystems, _reading_key(args), self.readings, identities)
         return output if note is None else replace(output, text=f"{output.text}\n{note}")
+
+    async def _chunks(self, entries: Sequence[FilesystemUsage]) -> dict[str, Allocation]:
+        """The chunk allocation under each btrfs of the answer, read from sysfs in a worker."""
+        devices = [e.mount.device for e in entries if e.mount.fs_type == "btrfs" and e.figures is not None]
+        if not devices:
+            return {}
+        return await anyio.to_thread.run_sync(self.chunks, devices, abandon_on_cancel=True)
+
+    async def _zfs(self, entries: Sequence[FilesystemUsage]) -> tuple[ZfsPools | None, list[str]]:
+        """The pools under the answer's ZFS datasets and their limits (None: no ZFS commands here, and
+        nothing said), and the line naming a zpool or zfs that failed (the rest of the answer stands)."""
+        datasets = [os.fsdecode(e.mount.device) for e in entries if _is_zfs(e) and e.figures is not None]
+        if not datasets:
+            return None, []
+        try:
+            return await anyio.to_thread.run_sync(self.zfs, datasets, abandon_on_cancel=True), []
+        except EngineError as exc:
+            from sysmcp.tools.errors import words
+
+            return None, [f"ZFS pools not read: {words(exc)}."]
 
     def _answer(
         self,
@@ -575,20 +648,54 @@ class DiskUsage:
         path: Opt[str],
         roots: Sequence[Path] | None,
         pooled: Sequence[FilesystemPool | None] | None = None,
+        chunks: Mapping[str, Allocation] | None = None,
+        zfs: ZfsPools | None = None,
         **more: Any,
     ) -> DiskUsageResult:
         notes = apfs_notes(entries, table)
+        allocations = [
+            (chunks or {}).get(e.mount.device) if e.mount.fs_type == "btrfs" else None for e in entries
+        ]
+        pools = [
+            zfs_of(os.fsdecode(e.mount.device), zfs) if zfs is not None and _is_zfs(e) else None
+            for e in entries
+        ]
         return DiskUsageResult(
             path,
             [
-                _confined(filesystem(entry, pool), entry.mount, table, roots)
-                for entry, pool in zip(entries, pooled or [None] * len(entries), strict=True)
+                _confined(filesystem(entry, pool, allocation, zpool), entry.mount, table, roots)
+                for entry, pool, allocation, zpool in zip(
+                    entries, pooled or [None] * len(entries), allocations, pools, strict=True
+                )
             ],
             ALERT_PERCENT,
             self.disks.prober.timeout,
             notes=notes or ABSENT,
             **more,
         )
+
+
+def _is_zfs(entry: FilesystemUsage) -> bool:
+    return os.fsdecode(entry.mount.fs_type) == "zfs"
+
+
+def _zfs_lines(filesystems: Sequence[Filesystem]) -> list[str]:
+    """The ZFS warnings that lead the answer (``disk_pools.zfs_lines``)."""
+    return zfs_lines(
+        [(fs.mount_point, fs.device, fs.zfs, "space" in (fs.alerts or [])) for fs in filesystems if fs.zfs]
+    )
+
+
+def _chunk_lines(entries: Sequence[FilesystemUsage], chunks: Mapping[str, Allocation]) -> list[str]:
+    """The warnings that lead the answer: a btrfs whose metadata is full and cannot grow, each once."""
+    lines: dict[str, str] = {}
+    for entry in entries:
+        allocation = chunks.get(entry.mount.device) if entry.mount.fs_type == "btrfs" else None
+        if allocation is not None and allocation.fsid not in lines:
+            line = chunk_line(os.fsdecode(entry.mount.mount_point), allocation)
+            if line is not None:
+                lines[allocation.fsid] = line
+    return list(lines.values())
 
 
 def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[str]:

@@ -70,3 +70,20 @@ ZFS_LIST = (
     )
     + "\n"
 )
+
+
+#: ``zpool list -Hp -o name,size,allocated,free,fragmentation,capacity,health``, written by hand in the
+#: format zpool-list(8) and libzfs give with -H (tabs, no header) and -p (exact bytes; capacity and
+#: fragmentation whole numbers without '%', fragmentation '-' where not known; an UNAVAIL pool's
+#: figures '-'): a healthy pool at 42 %, a degraded one at 87 %, one that cannot be opened.
+ZPOOL_LIST = (
+    "tank\t3985729650688\t1674006454272\t2311723196416\t12\t42\tONLINE\n"
+    "backup\t1992864825344\t1733792399360\t259072425984\t31\t87\tDEGRADED\n"
+    "old\t-\t-\t-\t-\t-\tUNAVAIL\n"
+)
+#: ``zfs list -Hp -o name,used,available,quota,refquota,reservation,refreservation DATASET…``: -p writes
+#: 'none' as 0. tank/home has a 100 GiB quota it has nearly reached; backup/db no limit.
+ZFS_LIMITS = (
+    "tank/home\t106837311488\t544145408\t107374182400\t0\t0\t0\n"
+    "backup/db\t536870912000\t259072425984\t0\t0\t10737418240\t0\n"
+)

@@ -92,6 +92,7 @@ def test_a_healthy_nvme_drive_reads_ok_with_spare_wear_and_shutdowns() -> None:
         "available_spare": 100,
         "available_spare_threshold": 10,
         "unsafe_shutdowns": 27,
+        "error_log_entries": 0,
     }
     assert (smart.power_on_hours, smart.temperature_c) == (9876, 41)
 
@@ -105,6 +106,78 @@ def test_an_nvme_critical_warning_names_its_bits_and_media_errors_wear_and_heat_
     ]
     watch = " | ".join(smart.watch)
     assert "17 media errors" in watch and "96% of its rated endurance used" in watch and "71 °C" in watch
+
+
+def test_an_nvme_drive_whose_last_self_test_failed_is_failing_with_the_test_its_hour_and_lba() -> None:
+    smart = _smart.parse(recorded("smartctl-nvme-selftest-failed.json"))
+    assert smart.passed is True and smart.attributes["media_errors"] == 0
+    assert len(smart.failing) == 1, smart.failing
+    reason = smart.failing[0]
+    assert "most recent self-test" in reason and "Extended" in reason and "failed segments" in reason
+    assert "9,870 h" in reason and "LBA 123456789" in reason and "back up now" in reason
+    assert smart.self_test == "Extended: Completed: failed segments, at 9,870 h"
+    assert (
+        smart.attributes["error_log_entries"] == 3
+    )  # counted, not judged: hosts' bad commands land there too
+
+
+def test_an_older_failed_nvme_self_test_under_a_newer_passed_one_is_no_alarm() -> None:
+    doc = recorded("smartctl-nvme-selftest-failed.json")
+    table = doc["nvme_self_test_log"]["table"]
+    table.reverse()  # the newest first: the short test that passed
+    smart = _smart.parse(doc)
+    assert smart.failing == [] and smart.self_test == "Short: Completed without error, at 9,700 h"
+
+
+def test_an_aborted_nvme_self_test_is_no_failure_and_one_running_is_said() -> None:
+    doc = recorded("smartctl-nvme-selftest-failed.json")
+    doc["nvme_self_test_log"]["table"][0]["self_test_result"] = {
+        "value": 2,
+        "string": "Aborted: Controller Reset",
+    }
+    assert _smart.parse(doc).failing == []
+    doc["nvme_self_test_log"]["current_self_test_operation"] = {
+        "value": 2,
+        "string": "Extended self-test in progress",
+    }
+    doc["nvme_self_test_log"]["current_self_test_completion_percent"] = 40
+    assert _smart.parse(doc).self_test == "Extended self-test in progress, 40% done"
+
+
+def test_every_nvme_critical_warning_bit_is_spelled_out_the_persistent_memory_one_too() -> None:
+    doc = recorded("smartctl-nvme-healthy.json")
+    doc["nvme_smart_health_information_log"]["critical_warning"] = 0x3F
+    (reason,) = _smart.parse(doc).failing
+    for words in (
+        "available spare",
+        "temperature",
+        "reliability degraded",
+        "read-only",
+        "volatile memory backup",
+        "persistent memory region",
+    ):
+        assert words in reason, (words, reason)
+
+
+def test_an_nvme_drive_past_its_rated_endurance_says_so() -> None:
+    doc = recorded("smartctl-nvme-healthy.json")
+    doc["nvme_smart_health_information_log"]["percentage_used"] = 112
+    (reason,) = _smart.parse(doc).watch
+    assert "112%" in reason and "past its rated endurance" in reason
+
+
+def _health_of(device: str, smart: _smart.Smart) -> Any:
+    from sysmcp.engine.health import Health, _judge
+
+    return Health([_judge(device, smart, [])], [], [], [], True, True, True)
+
+
+def test_the_self_test_line_is_in_the_device_row_and_the_text() -> None:
+    health = _health_of("/dev/nvme1", _smart.parse(recorded("smartctl-nvme-selftest-failed.json")))
+    answer = result_of(health, None)
+    assert answer.devices[0].self_test == "Extended: Completed: failed segments, at 9,870 h"
+    text = render(answer)
+    assert "/dev/nvme1: FAILING" in text and "self-test Extended: Completed: failed segments" in text, text
 
 
 def test_a_document_without_health_data_is_no_smart_with_smartctls_own_words() -> None:

@@ -32,7 +32,13 @@ NVME_WARNINGS = {
     2: "reliability degraded by media or internal errors",
     3: "media placed in read-only mode",
     4: "volatile memory backup failed",
+    5: "persistent memory region read-only or unreliable",
 }
+#: NVMe self-test results (the Device Self-test log's status, low nibble) that mean the drive failed
+#: it: a fatal error, or segments that completed with a failure. Others were aborted (1-4, 8, 9: no
+#: verdict on the drive) or passed (0).
+NVME_TEST_FAILED = {5, 6, 7}
+SELF_TEST_WORDS = 120  # at most this many characters of smartctl's words about a self-test
 #: smartctl's exit status bit 1: the device could not be opened or did not identify itself (not
 #: root, a USB bridge it must be told the type of, a device gone); its SMART is unknown, not absent.
 OPEN_FAILED = 0x2
@@ -52,6 +58,7 @@ class Smart:
     power_on_hours: int | None = None
     temperature_c: int | None = None
     attributes: dict[str, int] = field(default_factory=dict)  # the watched counters, by name
+    self_test: str | None = None  # the most recent self-test (or the one running), in smartctl's words
     failing: list[str] = field(default_factory=list)  # reasons the drive is failing now
     watch: list[str] = field(default_factory=list)  # reasons to watch it
 
@@ -96,12 +103,15 @@ def parse(doc: dict[str, Any]) -> Smart:
     if isinstance(ata, list):
         _ata(ata, smart)
     last_test = _object(_object(_object(doc, "ata_smart_data") or {}, "self_test") or {}, "status") or {}
+    if isinstance(last_test.get("string"), str):
+        smart.self_test = last_test["string"][:SELF_TEST_WORDS]
     if last_test.get("passed") is False:  # smartctl's exit status bit 7; an aborted test has no "passed"
         smart.failing.append(
             f"its most recent self-test {last_test.get('string', 'failed')}: back up now and replace the drive"
         )
     if isinstance(nvme, dict):
         _nvme(nvme, smart)
+        _nvme_logs(doc, smart)
     _scsi(doc, smart)
     temperature = _object(doc, "temperature") or {}
     limit = next(
@@ -174,8 +184,50 @@ def _nvme(log: dict[str, Any], smart: Smart) -> None:
             f"{number('media_errors'):,} media errors (unrecovered data); back up and watch the count"
         )
     used = number("percentage_used")
-    if used >= 90:
+    if used >= 100:  # the drive counts on past 100 (to 255): its maker no longer vouches for it
+        smart.watch.append(f"{used}% of its rated endurance used: past its rated endurance; replace it soon")
+    elif used >= 90:
         smart.watch.append(f"{used}% of its rated endurance used; plan its replacement")
+    if "num_err_log_entries" in log:
+        smart.attributes["error_log_entries"] = number("num_err_log_entries")
+
+
+def _words(value: Any) -> str:
+    """smartctl's ``{"value": n, "string": "…"}`` in words ('' where it gives none)."""
+    found = value.get("string") if isinstance(value, dict) else None
+    return found[:SELF_TEST_WORDS] if isinstance(found, str) else ""
+
+
+def _nvme_logs(doc: dict[str, Any], smart: Smart) -> None:
+    """The Device Self-test log (smartctl 7.4 and later write it in JSON): the test running, or the
+    most recent one, and a failure of the most recent one. The Error Information log is counted
+    (``error_log_entries``) and not judged: drives log there the host's unsupported commands too,
+    and the errors that lose data are ``media_errors``."""
+    log = _object(doc, "nvme_self_test_log")
+    if log is None:
+        return
+    running = _object(log, "current_self_test_operation") or {}
+    if _count(running.get("value")) & 0xF:
+        done = log.get("current_self_test_completion_percent")
+        smart.self_test = _words(running) + (f", {done}% done" if isinstance(done, int) else "")
+        return
+    table = log.get("table")
+    newest = table[0] if isinstance(table, list) and table and isinstance(table[0], dict) else None
+    if newest is None:
+        return
+    kind, outcome = _words(newest.get("self_test_code")), _words(newest.get("self_test_result"))
+    hours = newest.get("power_on_hours")
+    at = f", at {hours:,} h" if isinstance(hours, int) else ""
+    smart.self_test = f"{kind or 'self-test'}: {outcome or 'result not given'}{at}"
+    result = (_object(newest, "self_test_result") or {}).get("value")
+    if isinstance(result, int) and result & 0xF in NVME_TEST_FAILED:
+        lba = newest.get("lba")
+        lba = lba.get("value") if isinstance(lba, dict) else lba
+        where = f", first failing LBA {lba}" if isinstance(lba, int) else ""
+        smart.failing.append(
+            f"its most recent self-test ({kind or 'self-test'}{at}) {outcome or 'failed'}{where}: back up now "
+            "and replace the drive"
+        )
 
 
 def _scsi(doc: dict[str, Any], smart: Smart) -> None:

@@ -1,0 +1,99 @@
+"""disk_usage on ZFS, on recorded ``zpool list -Hp`` and ``zfs list -Hp`` text (this kernel has no ZFS):
+the pool under each dataset with its fill, fragmentation and health, a pool at 80 % or more or not
+ONLINE leading the answer, a dataset full at its quota while its pool has room, and no zpool command
+meaning nothing said at all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from sysmcp.engine.commands import CommandFailed, CommandMissing
+from sysmcp.engine.mounts import Mount, MountTable
+from sysmcp.engine.pools import ZfsPools, zfs_pools
+from sysmcp.tools.disk_usage import DiskUsage
+from tests.engine.recorded import ZFS_LIMITS, ZPOOL_LIST
+from tests.tools.test_disk_usage import ROOT, FakeUsage, by_point, call, stats
+
+pytestmark = pytest.mark.anyio
+
+HOME = Mount("/home", "tank/home", "zfs", ("rw", "xattr"), dev="0:51")
+DB = Mount("/srv/db", "backup/db", "zfs", ("rw",), dev="0:52")
+
+
+def recorded(argv: list[str], timeout: float) -> str:
+    return ZPOOL_LIST if argv[0] == "zpool" else ZFS_LIMITS
+
+
+def handler(usage: FakeUsage, mounts: list[Mount], run: object = recorded) -> DiskUsage:
+    table = MountTable(mounts)
+
+    def reader(datasets: Sequence[str]) -> ZfsPools | None:
+        return zfs_pools(datasets, 1.0, run)  # type: ignore[arg-type]
+
+    return DiskUsage(lambda: table, usage, zfs=reader)
+
+
+USAGE = FakeUsage({"/": stats(100, 10), "/home": stats(100, 99, 1), "/srv/db": stats(740, 500)})
+
+
+async def test_each_zfs_dataset_gets_its_pool_and_limits() -> None:
+    _, structured = await call(handler(USAGE, [ROOT, HOME, DB]))
+    home = by_point(structured)["/home"]["zfs"]
+    assert home["pool"] == "tank" and home["capacity_percent"] == 42 and home["health"] == "ONLINE"
+    assert home["size_bytes"] == 3985729650688 and home["free_bytes"] == 2311723196416
+    assert home["fragmentation_percent"] == 12 and home["quota_bytes"] == 100 << 30
+    assert home["refquota_bytes"] is None and home["pool_full"] is False
+    db = by_point(structured)["/srv/db"]["zfs"]
+    assert db["pool"] == "backup" and db["pool_full"] is True and db["health"] == "DEGRADED"
+    assert db["reservation_bytes"] == 10 << 30
+    assert "zfs" not in by_point(structured)["/"]
+
+
+async def test_a_degraded_pool_at_87_percent_leads_the_answer() -> None:
+    text, _ = await call(handler(USAGE, [ROOT, HOME, DB]))
+    first = text.splitlines()[0]
+    assert first.startswith("⚠ ZFS pool backup"), text
+    assert "DEGRADED" in first and "zpool status -x backup" in first
+    assert "87 %" in first and "80 %" in first
+    assert text.count("ZFS pool backup") == 1 and "⚠ ZFS pool tank" not in text
+
+
+async def test_a_dataset_full_at_its_quota_while_its_pool_has_room_says_the_quota_is_the_limit() -> None:
+    text, _ = await call(handler(USAGE, [ROOT, HOME]), path="/home")
+    assert "⚠ /home (ZFS tank/home) is full at its quota of 100.0 GiB" in text, text
+    assert "its pool tank has 2.1 TiB free" in text and "zfs set quota=" in text
+
+
+async def test_without_zpool_nothing_is_said_and_nothing_fails() -> None:
+    def missing(argv: list[str], timeout: float) -> str:
+        raise CommandMissing(f"{argv[0]} is not installed", reason="missing")
+
+    text, structured = await call(handler(USAGE, [ROOT, HOME, DB], missing))
+    assert "zfs" not in by_point(structured)["/home"] and "ZFS" not in text and "zpool" not in text
+
+
+async def test_a_zpool_that_fails_is_one_line_and_the_rest_stands() -> None:
+    def failing(argv: list[str], timeout: float) -> str:
+        raise CommandFailed("zpool list -Hp failed: no pools available", reason="failed", argv=argv)
+
+    text, structured = await call(handler(USAGE, [ROOT, HOME], failing))
+    assert "ZFS pools not read: zpool list -Hp failed" in text, text
+    assert by_point(structured)["/home"]["used_bytes"] == 99 << 30
+
+
+def test_a_system_with_a_zfs_mount_answers_through_a_task_never_inline() -> None:
+    # zpool and zfs are commands: never run on the event loop
+    assert handler(USAGE, [ROOT, HOME]).answers_at_once({"path": "/"}) is False
+    assert handler(USAGE, [ROOT]).answers_at_once({"path": "/"}) is True
+
+
+async def test_an_explain_of_a_dataset_leads_with_its_pools_warning_too(tmp_path: Path) -> None:
+    point = str(tmp_path)
+    home = Mount(point, "backup/db", "zfs", ("rw",), dev="0:53")
+    usage = FakeUsage({point: stats(740, 500)})
+    text, structured = await call(handler(usage, [ROOT, home]), path=point, explain=True, timeout_s=10)
+    assert text.splitlines()[0].startswith("⚠ ZFS pool backup is DEGRADED"), text
+    assert structured["filesystems"][0]["zfs"]["pool"] == "backup" and "explain" in structured
