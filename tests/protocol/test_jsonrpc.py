@@ -27,6 +27,15 @@ def test_requests_keep_their_id_exactly(msg_id: Any) -> None:
     assert message == Request(msg_id, "ping", {})
 
 
+@pytest.mark.parametrize(
+    "line", [b'{"jsonrpc":"2.0","id":7.0,"method":"ping"}', b'{"jsonrpc":"2.0","id":7e0,"method":"ping"}']
+)
+def test_an_integer_id_written_with_a_fraction_or_exponent_is_that_integer(line: bytes) -> None:
+    """MCP's ``RequestId`` is a JSON Schema ``integer``, which 7.0 is (and JavaScript's SDKs read it as 7):
+    it was refused with an error of id null, which answers nothing, so the client waited for ever."""
+    assert parse_line(line) == Request(7, "ping", {})
+
+
 @pytest.mark.parametrize("msg_id", [True, False, 1.5, None, [], {}])
 def test_ids_that_are_not_strings_or_integers_are_invalid(msg_id: Any) -> None:
     message = parse_message({"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
