@@ -79,7 +79,7 @@ class UnknownHosts(ValueError):
 @dataclass(frozen=True, slots=True)
 class Host:
     name: str
-    address: str | None = None  # ansible_host → ssh -o HostName
+    address: str | None = None  # ansible_host: where ssh connects (``ssh.destination``)
     port: int | None = None  # ansible_port → ssh -o Port
     user: str | None = None  # ansible_user → ssh -o User
     command: str | None = None  # sysmcp_command: the remote command for this host

@@ -46,10 +46,9 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     argv = [settings.program]
     if settings.config_file is not None:
         argv += ["-F", settings.config_file]
-    # ssh expands %-tokens in HostName and ProxyJump (a jump "%h": the host itself): given as written
-    address = host.address and _as_written(host.address)
+    # ssh expands %-tokens in ProxyJump (a jump "%h": the host itself): given as written
     jump = host.jump and _as_written(host.jump)
-    given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", jump))
+    given = (("Port", host.port), ("User", host.user), ("ProxyJump", jump))
     # One master per inventory host, in our own directory (never the operator's masters). Not ssh's %C: it
     # hashes %l%h%p%r run together (127.0.0.1 port 2222 and 127.0.0.12 port 222 are one) without the jump
     # host (one address behind two bastions), and a second host on the first one's master is answered by it.
@@ -61,6 +60,14 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
         # a HostName given as an inventory's -o is expanded by ssh the same way
         *(_as_written(o) if o.lower().startswith("hostname=") else o for o in host.options),
     )
+
+
+def destination(host: Host) -> str:
+    """What ssh is told to connect to: the host's address when the inventory gives one, as Ansible's
+    ssh does (``ansible_host``), so the operator's ssh_config stanzas for that address (``Host 10.1.*``
+    with its ProxyJump, User, IdentityFile) apply as they do for ``ansible -m ping``; else its name,
+    an ssh_config alias or a DNS name."""
+    return host.address or host.name
 
 
 def session_argv(settings: SshSettings, host: Host) -> list[str]:
@@ -80,7 +87,7 @@ def session_argv(settings: SshSettings, host: Host) -> list[str]:
             "ServerAliveCountMax=3",
         ),
         "--",
-        host.name,
+        destination(host),
         host.command or settings.remote_command,
     ]
 
@@ -89,7 +96,7 @@ def control_argv(settings: SshSettings, host: Host) -> list[str]:
     """``ssh -O exit …``: end this host's master on sysmcp's own control path."""
     argv = _common(settings, host)
     argv[1:1] = ["-O", "exit"]
-    return [*argv, "--", host.name]
+    return [*argv, "--", destination(host)]
 
 
 # -- what a failure means ---------------------------------------------------------------------------
@@ -186,5 +193,6 @@ __all__ = [
     "bounded",
     "classify",
     "control_argv",
+    "destination",
     "session_argv",
 ]

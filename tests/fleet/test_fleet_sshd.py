@@ -155,7 +155,10 @@ async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: 
         await wire.initialize()
         warm = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(warm).values())
-        sessions = {p for p in set(ssh_processes(ME)) - before if " -- web" in p}  # the session clients
+        web = [f" -- {lab.hosts[name].address} " for name in HEALTHY]  # ssh is given each host's address
+        sessions = {
+            p for p in set(ssh_processes(ME)) - before if any(a in p for a in web)
+        }  # the session clients
         assert len(sessions) == len(HEALTHY)
         # The stopped host keeps this fan-out waiting; the healthy hosts answer at once. Cancel it.
         await wire.start_call("disk_usage", {"path": "/", "hosts": ["web", "stopped"]}, msg_id=9, progress=9)
@@ -175,7 +178,7 @@ async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: 
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(again).values())
         assert {
-            p for p in set(ssh_processes(ME)) - before if " -- web" in p
+            p for p in set(ssh_processes(ME)) - before if any(a in p for a in web)
         } == sessions  # the same ssh processes: no host was reconnected
         await wire.close_stdin()
         await wire.wait_exit(15)
@@ -276,7 +279,7 @@ async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> Non
         (client,) = [
             child
             for child in psutil.Process(wire.process.pid).children()
-            if child.name() == "ssh" and "web1" in child.cmdline()
+            if child.name() == "ssh" and lab.hosts["web1"].address in child.cmdline()
         ]
         client.kill()
         # That ssh is only a client of the master, which moves the session's bytes on the pipes the client
