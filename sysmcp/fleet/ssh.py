@@ -70,16 +70,19 @@ def destination(host: Host) -> str:
     return host.address or host.name
 
 
-def session_argv(settings: SshSettings, host: Host) -> list[str]:
+def session_argv(settings: SshSettings, host: Host, *, refuse_changed_keys: bool = False) -> list[str]:
     """``ssh -T -o BatchMode=yes … HOST COMMAND``: one MCP session over the host's stdio.
 
-    Host key checking is left exactly as the operator's config has it (never turned off).
+    Host key checking is the operator's config's, never weakened; ``refuse_changed_keys`` (where
+    that config says ``StrictHostKeyChecking no``: ``accepts_changed_keys``) makes it ``accept-new``,
+    which takes a host never seen as ``no`` does but refuses a host whose key changed.
     """
     argv = _common(settings, host)
     argv[1:1] = ["-T"]  # no terminal: the wire is bytes, and a pty would echo and mangle them
     return [
         *argv,
         *_options(
+            *(["StrictHostKeyChecking=accept-new"] if refuse_changed_keys else []),
             f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
             "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
             f"ControlPersist={CONTROL_PERSIST}",
@@ -90,6 +93,19 @@ def session_argv(settings: SshSettings, host: Host) -> list[str]:
         destination(host),
         host.command or settings.remote_command,
     ]
+
+
+def config_argv(settings: SshSettings, host: Host) -> list[str]:
+    """``ssh -G …``: the configuration ssh would connect to the host with, printed; nothing connects."""
+    argv = _common(settings, host)
+    argv[1:1] = ["-G"]
+    return [*argv, "--", destination(host)]
+
+
+def accepts_changed_keys(config: str) -> bool:
+    """Whether ``ssh -G``'s output says ``StrictHostKeyChecking no`` (or ``off``): ssh would then go on
+    with a host whose key is not the one known_hosts holds, which may be another machine."""
+    return any(line.strip().lower() == "stricthostkeychecking false" for line in config.splitlines())
 
 
 def control_argv(settings: SshSettings, host: Host) -> list[str]:
@@ -190,8 +206,10 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REMOTE_COMMAND",
     "SshSettings",
+    "accepts_changed_keys",
     "bounded",
     "classify",
+    "config_argv",
     "control_argv",
     "destination",
     "session_argv",

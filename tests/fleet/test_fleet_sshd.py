@@ -196,6 +196,29 @@ async def test_sigterm_with_sessions_open_ends_every_ssh(lab: Lab) -> None:
     assert set(ssh_processes(ME)) - before == set()
 
 
+@pytest.mark.parametrize("setting", ["no", "off"])
+async def test_a_changed_host_key_is_refused_even_where_the_ssh_config_says_no(
+    lab: Lab, setting: str
+) -> None:
+    """``StrictHostKeyChecking no`` makes ssh go on with a host whose key changed (another machine,
+    maybe): its answer was given as the host's, without a word. It is started with accept-new there,
+    which still takes a host never seen (as ``no`` does) but refuses a changed key."""
+    loose = lab.base / f"ssh_config_{setting}"
+    loose.write_text(
+        lab.ssh_config.read_text().replace("StrictHostKeyChecking yes", f"StrictHostKeyChecking {setting}")
+    )
+    args = [*server_args(lab)]
+    args[args.index(str(lab.ssh_config))] = str(loose)
+    async with spawn(*args, env=MINE) as wire:
+        await wire.initialize()
+        reply = await wire.call("disk_usage", {"path": "/", "hosts": ["web1", "newkey"]})
+        hosts = by_host(reply)
+        assert hosts["web1"]["status"] == "ok"
+        assert hosts["newkey"]["status"] == "host_key_mismatch", hosts["newkey"]
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0
+
+
 async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
     before = set(ssh_processes(ME))
     async with spawn(*server_args(lab), env=MINE) as wire:

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from sysmcp.fleet.inventory import Host, parse_ini
-from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+from sysmcp.fleet.ssh import (
+    SshSettings,
+    accepts_changed_keys,
+    bounded,
+    classify,
+    config_argv,
+    control_argv,
+    session_argv,
+)
 
 SETTINGS = SshSettings(
     control_dir="/tmp/sysmcp-ssh-x", config_file="/etc/fleet/ssh_config", connect_timeout=2.5
@@ -275,3 +283,24 @@ def test_a_host_without_an_address_is_its_own_ssh_config_alias(tmp_path: Path) -
     config.write_text("Host web1\n  HostName 10.9.0.7\n  User by-name\n")
     argv = session_argv(SshSettings(control_dir="/tmp/x", config_file=str(config)), Host("web1"))
     assert {"hostname 10.9.0.7", "user by-name"} <= set(_ssh_config(argv))
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+@pytest.mark.parametrize(
+    ("setting", "loose"), [("no", True), ("off", True), ("yes", False), ("ask", False), ("accept-new", False)]
+)
+def test_an_ssh_config_that_accepts_changed_host_keys_is_told_by_ssh_itself(
+    tmp_path: Path, setting: str, loose: bool
+) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host 10.9.*\n  StrictHostKeyChecking {setting}\n")
+    settings = SshSettings(control_dir="/tmp/x", config_file=str(config))
+    host = Host("web1", address="10.9.0.5")
+    seen = subprocess.run(
+        config_argv(settings, host), capture_output=True, text=True, check=False, timeout=30
+    )
+    assert seen.returncode == 0, seen.stderr
+    assert accepts_changed_keys(seen.stdout) is loose
+    strict = session_argv(settings, host, refuse_changed_keys=loose)
+    assert ("StrictHostKeyChecking=accept-new" in strict) is loose
+    assert "stricthostkeychecking false" not in _ssh_config(strict)  # never left accepting a changed key
