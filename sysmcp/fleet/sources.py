@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sysmcp.fleet.inventory import (
@@ -238,35 +238,54 @@ def _strings(value: Value, what: str) -> list[str]:
 # -- ssh_config ------------------------------------------------------------------------------------
 
 
-def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
+#: An ssh_config ``Include``'s words → each file it names, in ssh's order, as (its name, its text).
+Includer = Callable[[str], list[tuple[str, str]]]
+MAX_INCLUDE_DEPTH = 16  # as ssh's own (READCONF_MAX_DEPTH)
+
+
+def from_ssh_config(text: str, source: str = "ssh_config", include: Includer | None = None) -> Inventory:
     """Every literal name of an ssh_config's ``Host`` lines (no patterns), with the ``ProxyJump``
     ssh would use for it (the first value that applies, as ssh reads its config). ssh itself reads
-    the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is)."""
+    the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is).
+    ``Include`` lines are read where they stand through ``include`` (the I/O is the caller's); a Host
+    block an included file opens ends with that file, as in ssh. Without ``include`` they are refused."""
     with naming(source):
         blocks: list[tuple[list[str], dict[str, tuple[str, int]]]] = []
         names: list[str] = []
-        current: dict[str, tuple[str, int]] | None = None
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            match = re.match(r"(\w+)\s*=?\s*(.*)", line)
-            if match is None:
-                raise InventoryError(number, f"not an ssh_config line: {line!r}")
-            keyword, value = match.group(1), match.group(2).strip()
-            if keyword.lower() == "host":
-                patterns = value.split()
-                current = {}
-                blocks.append((patterns, current))
-                for name in patterns:
-                    if not any(c in name for c in "*?!") and name not in names:
-                        names.append(check_name(name, number))
-            elif keyword.lower() == "match":
-                current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
-            elif current is not None:
-                current.setdefault(keyword.lower(), (value, number))
-            elif not blocks:
-                blocks.append((["*"], {keyword.lower(): (value, number)}))
+
+        def read(text: str, current: dict[str, tuple[str, int]] | None, depth: int) -> None:
+            for number, raw in enumerate(text.splitlines(), start=1):
+                line = raw.strip()
+                if not line or line.startswith("#"):
+                    continue
+                match = re.match(r"(\w+)\s*=?\s*(.*)", line)
+                if match is None:
+                    raise InventoryError(number, f"not an ssh_config line: {line!r}")
+                keyword, value = match.group(1), match.group(2).strip()
+                if keyword.lower() == "host":
+                    patterns = value.split()
+                    current = {}
+                    blocks.append((patterns, current))
+                    for name in patterns:
+                        if not any(c in name for c in "*?!") and name not in names:
+                            names.append(check_name(name, number))
+                elif keyword.lower() == "match":
+                    current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
+                elif keyword.lower() == "include":
+                    outer = (
+                        current  # the block the Include stands in: where an included file's first lines go
+                    )
+
+                    def read_included(body: str, outer: dict[str, tuple[str, int]] | None = outer) -> None:
+                        read(body, outer, depth + 1)
+
+                    _included(value, number, depth, include, read_included)
+                elif current is not None:
+                    current.setdefault(keyword.lower(), (value, number))
+                elif not blocks:
+                    blocks.append((["*"], {keyword.lower(): (value, number)}))
+
+        read(text, None, 0)
         parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
         for name in names:
             for patterns, settings in blocks:
@@ -277,6 +296,34 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
                     break
             parsed.host_vars.setdefault(name, {})
         return _build(parsed)
+
+
+def _included(
+    words: str, number: int, depth: int, include: Includer | None, read: Callable[[str], None]
+) -> None:
+    """Read each file an ``Include`` on line ``number`` names; a fault in one names that file and its line."""
+    if include is None:
+        raise InventoryError(
+            number, "Include is not read here: list the included files' hosts in the inventory"
+        )
+    if depth >= MAX_INCLUDE_DEPTH:
+        raise InventoryError(
+            number, f"Include nested more than {MAX_INCLUDE_DEPTH} deep (a file that includes itself?)"
+        )
+    try:
+        files = include(words)
+    except ValueError as exc:
+        raise InventoryError(number, f"Include {words}: {exc}") from None
+    for path, body in files:
+        try:
+            read(body)
+        except InventoryError as exc:
+            said = (
+                exc.message
+                if exc.message.startswith("Include nested")
+                else f"{path} line {exc.line}: {exc.message}"
+            )
+            raise InventoryError(number, said) from None
 
 
 def _ssh_matches(name: str, patterns: Iterable[str]) -> bool:
@@ -309,7 +356,7 @@ def detect(text: str, path: str = "") -> str:
     if first.startswith("{"):
         return "json"
     if (
-        re.match(r"(?i)(host|match)\s+[^:=\s]", first)
+        re.match(r"(?i)(host|match|include)\s+[^:=\s]", first)
         or "ssh_config" in lowered
         or lowered.endswith("/.ssh/config")
     ):
@@ -321,4 +368,4 @@ def detect(text: str, path: str = "") -> str:
     return "ini"
 
 
-__all__ = ["detect", "from_json", "from_ssh_config", "from_yaml", "parse_yaml"]
+__all__ = ["Includer", "detect", "from_json", "from_ssh_config", "from_yaml", "parse_yaml"]

@@ -254,6 +254,36 @@ def test_a_dynamic_inventory_command_from_the_operators_command_line(tmp_path: P
         )
 
 
+def test_an_ssh_config_inventory_lists_the_hosts_of_the_files_it_includes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Include`` was passed over: a ~/.ssh/config kept in config.d files (as Debian's own is) listed
+    none of their hosts, and the model was told they were unknown."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parts = tmp_path / ".ssh" / "config.d"
+    parts.mkdir(parents=True)
+    (parts / "20-db.conf").write_text("Host db1 db2\n  ProxyJump dbjump\n")
+    (parts / "10-web.conf").write_text(
+        "Host web1\n  HostName 10.0.0.1\nInclude config.d/nested/*\n"
+    )  # ~/.ssh/…
+    (parts / "nested").mkdir()
+    (parts / "nested" / "x").write_text("Host web2\n")
+    (parts / "ignored.txt").write_text("Host nothere\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Include config.d/*.conf\n"  # relative: under ~/.ssh, as ssh reads it; sorted
+        f"Include {tmp_path}/absent/*\n"  # a glob matching nothing is nothing, as for ssh
+        "Host mail\n"
+        "  User root\n"
+    )
+    inventory = parse_inventory(config.read_text(), str(config))
+    assert list(inventory.hosts) == ["web1", "web2", "db1", "db2", "mail"]
+    assert inventory.hosts["db2"].jump == "dbjump" and inventory.hosts["mail"].jump is None
+    (parts / "nested" / "x").write_text(f"Include {parts}/10-web.conf\n")  # includes itself, for ever
+    with pytest.raises(InventoryError, match="nested more than 16 deep"):
+        parse_inventory(config.read_text(), str(config))
+
+
 def test_ssh_config_hosts_and_the_proxyjump_ssh_would_use() -> None:
     config = """\
 # ~/.ssh/config
@@ -286,6 +316,7 @@ def test_forms_are_told_apart_and_plain_lists_are_ini() -> None:
     assert detect(YAML) == "yaml" and detect(INI) == "ini" and detect('{"all": {}}') == "json"
     assert detect("web1:2222\n") == "ini"
     assert detect("x", "hosts.yaml") == "yaml"
+    assert detect("# mine\nInclude ~/.ssh/config.d/*\nHost web1\n", "fleet.conf") == "ssh_config"
 
 
 def test_yaml_values_are_read_as_yaml_defines_them() -> None:
