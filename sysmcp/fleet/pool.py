@@ -281,6 +281,8 @@ class SessionPool:
 
     async def _open(self, host: Host) -> HostSession:
         assert self._group is not None, "SessionPool.open() is not running"
+        if host.connection is not None:  # never run here: --root and the client's roots bound this machine
+            raise HostFailure("unreachable", bounded(_not_ssh(host.connection)))
         argv = session_argv(self.settings, host, refuse_changed_keys=await self._accepts_changed_keys(host))
         log.debug("ssh session starting", host=host.name, argv=argv)
         self._used.add(host.name)
@@ -438,6 +440,18 @@ async def _kill(process: Process) -> None:
         process.kill()
     with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_WAIT):
         await process.wait()
+
+
+def _not_ssh(connection: str) -> str:
+    """Why a host whose ansible_connection is not ssh has no answer. Not even ``local`` is run here: an
+    inventory names no command this machine runs, and a sysmcp started here would not be bound by the
+    gateway's ``--root``."""
+    if connection == "local":
+        return (
+            "its ansible_connection is local (this machine, not reached over ssh): ask without hosts for "
+            "this machine, or give it an ssh address"
+        )
+    return f"its ansible_connection {connection} is not ssh: sysmcp reaches hosts over ssh only"
 
 
 def _last_line(data: bytearray) -> str:
