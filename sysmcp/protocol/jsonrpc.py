@@ -119,8 +119,8 @@ def decode_json(
         line = line[3:]
     try:
         text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
+    except UnicodeDecodeError as exc:
+        return _not_utf8(line, exc, max_values, chars_per_value)
     if max_values is not None:
         limit = max(max_values, len(text) // chars_per_value) if chars_per_value > 0 else max_values
         if more_values_than(text, limit):
@@ -133,6 +133,17 @@ def decode_json(
         return _out_of_range(text, exc)
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
         return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {_short(exc)}")
+
+
+def _not_utf8(line: bytes, exc: UnicodeDecodeError, max_values: int | None, chars_per_value: int) -> Invalid:
+    """A line with bytes that are not UTF-8: a parse error saying where, answered by the id of the
+    request it otherwise is (read again with those bytes replaced), as a line too long to read is: a
+    client that wrote a Latin-1 file name as it is waits for no answer that never comes."""
+    said = f"Parse error: the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
+    value = decode_json(line.decode("utf-8", "replace").encode("utf-8"), max_values, chars_per_value)
+    if isinstance(value, dict) and "method" in value:
+        return Invalid(ErrorCode.PARSE_ERROR, said, request_id(value.get("id")))
+    return Invalid(ErrorCode.PARSE_ERROR, said)
 
 
 def more_values_than(text: str, limit: int) -> bool:

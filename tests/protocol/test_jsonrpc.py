@@ -72,6 +72,23 @@ def test_malformed_messages_are_invalid_requests(value: Any) -> None:
     assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST
 
 
+def test_a_request_with_bytes_that_are_not_utf8_is_refused_by_its_id() -> None:
+    """A client that writes a Latin-1 file name as it is: its request was refused with id null, which
+    answers no request, and the client waited for the answer for ever. The error says where the byte is."""
+    line = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{"path":"/srv/caf\xe9"}}}'
+    refused = parse_line(line)
+    assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id == 5
+    where = line.index(0xE9)
+    assert f"not valid UTF-8 (byte 0xe9 at offset {where})" in refused.message
+    for other in (
+        b'{"jsonrpc":"2.0","id":5,"result":{"x":"\xe9"}}',  # a response: its id is one of ours
+        b'[{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xe9"}}]',
+        b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xe9"}',  # and not JSON either
+    ):
+        refused = parse_line(other)
+        assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id is None
+
+
 @pytest.mark.parametrize("line", [b"{", b"\xff", b"[" * 200_000, b"1" * 10_000, b'{"a": "\x00"}', b"NaN-ish"])
 def test_undecodable_lines_are_parse_errors_not_exceptions(line: bytes) -> None:
     value = decode_json(line)
