@@ -79,12 +79,15 @@ class UnknownHosts(ValueError):
 @dataclass(frozen=True, slots=True)
 class Host:
     name: str
-    address: str | None = None  # ansible_host → ssh -o HostName
+    address: str | None = None  # ansible_host: where ssh connects (``ssh.destination``)
     port: int | None = None  # ansible_port → ssh -o Port
     user: str | None = None  # ansible_user → ssh -o User
     command: str | None = None  # sysmcp_command: the remote command for this host
     jump: str | None = None  # ProxyJump (-J, from the inventory's ssh args or ssh_config): its bastions
     options: tuple[str, ...] = ()  # further ``-o Key=Value`` from the inventory's ssh args
+    #: ansible_connection when it is not ssh (``local``, winrm, docker …): the host is refused in those
+    #: words, never dialled over ssh by its name. None: ssh.
+    connection: str | None = None
 
 
 @dataclass(frozen=True)
@@ -525,7 +528,23 @@ def _host(name: str, variables: dict[str, tuple[str, int]]) -> Host:
         if key_file[0].startswith("-") or not key_file[0].strip():
             raise InventoryError(key_file[1], "ansible_ssh_private_key_file must be a path")
         options.append(_key_file(key_file[0]))
-    return Host(name, get("ansible_host"), port, user, get("sysmcp_command"), jump, tuple(options))
+    connection = _connection(get("ansible_connection"))
+    return Host(
+        name, get("ansible_host"), port, user, get("sysmcp_command"), jump, tuple(options), connection
+    )
+
+
+#: ansible_connection values that are OpenSSH or stand in for it (paramiko speaks the same protocol).
+SSH_CONNECTIONS = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh"})
+
+
+def _connection(given: str | None) -> str | None:
+    """A host's ansible_connection as ``Host.connection``: None for ssh, ``local``, or the plugin named."""
+    value = (given or "ssh").strip()
+    short = value.removeprefix("ansible.builtin.")
+    if short in SSH_CONNECTIONS:
+        return None
+    return "local" if short == "local" else value
 
 
 __all__ = [

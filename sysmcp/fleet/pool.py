@@ -25,7 +25,15 @@ import psutil
 from anyio.abc import Process, TaskGroup
 
 from sysmcp.fleet.inventory import Host, Inventory
-from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+from sysmcp.fleet.ssh import (
+    SshSettings,
+    accepts_changed_keys,
+    bounded,
+    classify,
+    config_argv,
+    control_argv,
+    session_argv,
+)
 from sysmcp.logconfig import get_logger
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, RemoteError
 from sysmcp.protocol.linebudget import LineBudget, default_line_budget
@@ -152,6 +160,7 @@ class SessionPool:
         self._through: dict[str, anyio.Semaphore] = {}  # jump host → its handshakes under way
         self._used: set[str] = set()  # hosts we ever started an ssh for: their masters to end
         self._opened: dict[str, int] = {}  # host → sessions opened to it so far
+        self._loose_keys: dict[str, bool] = {}  # host → its ssh config accepts a changed host key
         self._processes: set[Process] = set()
         self._group: TaskGroup | None = None
 
@@ -272,7 +281,9 @@ class SessionPool:
 
     async def _open(self, host: Host) -> HostSession:
         assert self._group is not None, "SessionPool.open() is not running"
-        argv = session_argv(self.settings, host)
+        if host.connection is not None:  # never run here: --root and the client's roots bound this machine
+            raise HostFailure("unreachable", bounded(_not_ssh(host.connection)))
+        argv = session_argv(self.settings, host, refuse_changed_keys=await self._accepts_changed_keys(host))
         log.debug("ssh session starting", host=host.name, argv=argv)
         self._used.add(host.name)
         try:
@@ -327,6 +338,29 @@ class SessionPool:
             raise
         log.info("ssh session open", host=host.name, pid=process.pid)
         return session
+
+    async def _accepts_changed_keys(self, host: Host) -> bool:
+        """Whether the operator's ssh config would go on with this host under a changed host key
+        (``StrictHostKeyChecking no``), asked once per host of ``ssh -G`` (a few milliseconds, no
+        connection). An ssh that cannot say leaves the setting to the session, which meets the same fault."""
+        loose = self._loose_keys.get(host.name)
+        if loose is None:
+            loose = False
+            with anyio.move_on_after(self.settings.connect_timeout), contextlib.suppress(OSError):
+                done = await anyio.run_process(
+                    config_argv(self.settings, host),
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                loose = done.returncode == 0 and accepts_changed_keys(done.stdout.decode("utf-8", "replace"))
+            if loose:
+                log.info(
+                    "StrictHostKeyChecking no in the ssh config: a changed host key is refused",
+                    host=host.name,
+                )
+            self._loose_keys[host.name] = loose
+        return loose
 
     async def _read(self, session: HostSession) -> None:
         await session.client.run()
@@ -406,6 +440,18 @@ async def _kill(process: Process) -> None:
         process.kill()
     with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_WAIT):
         await process.wait()
+
+
+def _not_ssh(connection: str) -> str:
+    """Why a host whose ansible_connection is not ssh has no answer. Not even ``local`` is run here: an
+    inventory names no command this machine runs, and a sysmcp started here would not be bound by the
+    gateway's ``--root``."""
+    if connection == "local":
+        return (
+            "its ansible_connection is local (this machine, not reached over ssh): ask without hosts for "
+            "this machine, or give it an ssh address"
+        )
+    return f"its ansible_connection {connection} is not ssh: sysmcp reaches hosts over ssh only"
 
 
 def _last_line(data: bytearray) -> str:

@@ -4,6 +4,8 @@ ssh settings, and the pool that lives as long as the server."""
 from __future__ import annotations
 
 import contextlib
+import glob
+import os
 import resource
 import shlex
 import subprocess
@@ -39,8 +41,27 @@ class FleetOptions:
 
 def parse_inventory(text: str, source: str) -> Inventory:
     """Any inventory form, told by its name and content (``sources.detect``)."""
-    readers = {"json": from_json, "yaml": from_yaml, "ssh_config": from_ssh_config}
-    return readers.get(detect(text, source), parse_ini)(text, source)
+    kind = detect(text, source)
+    if kind == "ssh_config":
+        return from_ssh_config(text, source, include=ssh_includes)
+    readers = {"json": from_json, "yaml": from_yaml}
+    return readers.get(kind, parse_ini)(text, source)
+
+
+def ssh_includes(words: str) -> list[tuple[str, str]]:
+    """The files an ssh_config ``Include`` names, found as ssh finds those of a user's config: ``~``
+    expanded, a relative path under ~/.ssh, each glob's matches sorted, a glob matching nothing (or
+    only directories) nothing. An included file that cannot be read is ``OSError``: its hosts would
+    be missing without a word."""
+    found: list[tuple[str, str]] = []
+    for word in shlex.split(words):
+        pattern = os.path.expanduser(word)
+        if not os.path.isabs(pattern):
+            pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
+        for path in sorted(glob.glob(pattern)):
+            if not os.path.isdir(path):
+                found.append((path, read_inventory(path)))
+    return found
 
 
 def inventory_command_output(command: str) -> str:

@@ -2,8 +2,9 @@
 ``ansible-inventory --list`` (and every dynamic inventory plugin) prints, an ssh_config's ``Host``
 entries. Ansible INI and plain lists of names are ``inventory.parse_ini``'s. Free of I/O.
 
-YAML is read by PyYAML's safe loader, imported only when a YAML inventory is read; anchors,
-aliases and keys given twice are refused with their line.
+YAML is read by PyYAML's safe loader, imported only when a YAML inventory is read; anchors, aliases
+and merge keys as Ansible reads them, bounded in what they expand to; keys given twice are refused
+with their line.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sysmcp.fleet.inventory import (
@@ -31,31 +32,40 @@ Value = Any  # a YAML scalar (str, int, float, bool, None, date), list or dict
 # -- YAML, through PyYAML ------------------------------------------------------------------------
 
 
+#: Values a YAML inventory may hold once its aliases are expanded: far more than any fleet's variables,
+#: far fewer than a few aliased lines can make (nine levels of nine aliases are 387 million).
+MAX_EXPANDED_VALUES = 1_000_000
+_MERGE_TAGS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
+
+
 def parse_yaml(text: str, source: str = "inventory") -> Value:
-    """A YAML document as Python values, through PyYAML's safe loader (what Ansible builds on), with
-    anchors and aliases refused (a few aliased lines can expand into gigabytes of variables) and a
-    key given twice in one mapping refused rather than silently overwritten; faults name their line."""
+    """A YAML document as Python values, through PyYAML's safe loader (what Ansible builds on).
+
+    Anchors, aliases and merge keys (``<<: *defaults``) are read as Ansible reads them, the document
+    expanded at most to ``MAX_EXPANDED_VALUES`` values and never into itself (an alias is one shared
+    value in Python, but every reader of the inventory walks each use of it). A key given twice in one
+    mapping is refused rather than silently overwritten (a merged key the mapping gives again is its
+    own, as YAML has it); faults name their line."""
     import yaml  # here: only a YAML inventory needs it, and a fleet host's start never reads one
 
     class Loader(yaml.SafeLoader):
-        def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                raise InventoryError(
-                    event.start_mark.line + 1, "YAML anchors and aliases (&, *) are not supported", source
-                )
-            return super().compose_node(parent, index)
+        def compose_document(self) -> yaml.Node | None:
+            node: yaml.Node | None = super().compose_document()
+            if node is not None:
+                _expanded_size(node, {}, set(), source)
+            return node
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-            mapping = super().construct_mapping(node, deep)
             seen: set[Any] = set()
-            for key_node, _ in node.value:
+            for key_node, _ in node.value:  # its own keys: merged ones are not in it yet
+                if key_node.tag in _MERGE_TAGS:
+                    continue
                 key = self.construct_object(key_node, deep)
                 if key in seen:
                     line = key_node.start_mark.line + 1
                     raise InventoryError(line, f"{key!r} is given twice in one mapping", source)
                 seen.add(key)
-            return mapping
+            return super().construct_mapping(node, deep)
 
     try:
         return yaml.load(text, Loader=Loader)  # a SafeLoader: no Python objects
@@ -71,6 +81,39 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
         raise InventoryError(0, f"not valid YAML: {exc}", source) from None
     except RecursionError:  # [[[[… a few kilobytes deep: PyYAML composes recursively
         raise InventoryError(0, "not an inventory: nested too deeply", source) from None
+
+
+def _expanded_size(node: Any, sizes: dict[int, int], open_nodes: set[int], source: str) -> int:
+    """How many values ``node`` stands for with every alias in it expanded; each node is counted
+    once however often it is aliased, so this costs the document's length, not the expansion's."""
+    import yaml
+
+    if isinstance(node, yaml.ScalarNode):
+        return 1
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    line = node.start_mark.line + 1
+    if key in open_nodes:
+        raise InventoryError(
+            line, "a YAML alias refers to the value that holds it (it would hold itself)", source
+        )
+    open_nodes.add(key)
+    children = (
+        [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else node.value
+    )
+    size = 1
+    for child in children:
+        size += _expanded_size(child, sizes, open_nodes, source)
+        if size > MAX_EXPANDED_VALUES:
+            raise InventoryError(
+                line,
+                f"YAML aliases expand this value to more than {MAX_EXPANDED_VALUES:,} values",
+                source,
+            )
+    open_nodes.discard(key)
+    sizes[key] = size
+    return size
 
 
 # -- Ansible's YAML inventory --------------------------------------------------------------------
@@ -195,35 +238,54 @@ def _strings(value: Value, what: str) -> list[str]:
 # -- ssh_config ------------------------------------------------------------------------------------
 
 
-def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
+#: An ssh_config ``Include``'s words → each file it names, in ssh's order, as (its name, its text).
+Includer = Callable[[str], list[tuple[str, str]]]
+MAX_INCLUDE_DEPTH = 16  # as ssh's own (READCONF_MAX_DEPTH)
+
+
+def from_ssh_config(text: str, source: str = "ssh_config", include: Includer | None = None) -> Inventory:
     """Every literal name of an ssh_config's ``Host`` lines (no patterns), with the ``ProxyJump``
     ssh would use for it (the first value that applies, as ssh reads its config). ssh itself reads
-    the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is)."""
+    the rest of the file (give it as ``--ssh-config`` too, or it is used as that when none is).
+    ``Include`` lines are read where they stand through ``include`` (the I/O is the caller's); a Host
+    block an included file opens ends with that file, as in ssh. Without ``include`` they are refused."""
     with naming(source):
         blocks: list[tuple[list[str], dict[str, tuple[str, int]]]] = []
         names: list[str] = []
-        current: dict[str, tuple[str, int]] | None = None
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            match = re.match(r"(\w+)\s*=?\s*(.*)", line)
-            if match is None:
-                raise InventoryError(number, f"not an ssh_config line: {line!r}")
-            keyword, value = match.group(1), match.group(2).strip()
-            if keyword.lower() == "host":
-                patterns = value.split()
-                current = {}
-                blocks.append((patterns, current))
-                for name in patterns:
-                    if not any(c in name for c in "*?!") and name not in names:
-                        names.append(check_name(name, number))
-            elif keyword.lower() == "match":
-                current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
-            elif current is not None:
-                current.setdefault(keyword.lower(), (value, number))
-            elif not blocks:
-                blocks.append((["*"], {keyword.lower(): (value, number)}))
+
+        def read(text: str, current: dict[str, tuple[str, int]] | None, depth: int) -> None:
+            for number, raw in enumerate(text.splitlines(), start=1):
+                line = raw.strip()
+                if not line or line.startswith("#"):
+                    continue
+                match = re.match(r"(\w+)\s*=?\s*(.*)", line)
+                if match is None:
+                    raise InventoryError(number, f"not an ssh_config line: {line!r}")
+                keyword, value = match.group(1), match.group(2).strip()
+                if keyword.lower() == "host":
+                    patterns = value.split()
+                    current = {}
+                    blocks.append((patterns, current))
+                    for name in patterns:
+                        if not any(c in name for c in "*?!") and name not in names:
+                            names.append(check_name(name, number))
+                elif keyword.lower() == "match":
+                    current = None  # Match blocks are ssh's to evaluate; sysmcp takes no host from them
+                elif keyword.lower() == "include":
+                    outer = (
+                        current  # the block the Include stands in: where an included file's first lines go
+                    )
+
+                    def read_included(body: str, outer: dict[str, tuple[str, int]] | None = outer) -> None:
+                        read(body, outer, depth + 1)
+
+                    _included(value, number, depth, include, read_included)
+                elif current is not None:
+                    current.setdefault(keyword.lower(), (value, number))
+                elif not blocks:
+                    blocks.append((["*"], {keyword.lower(): (value, number)}))
+
+        read(text, None, 0)
         parsed = _RawInventory(host_order=list(names), direct={"ungrouped": dict.fromkeys(names)})
         for name in names:
             for patterns, settings in blocks:
@@ -234,6 +296,34 @@ def from_ssh_config(text: str, source: str = "ssh_config") -> Inventory:
                     break
             parsed.host_vars.setdefault(name, {})
         return _build(parsed)
+
+
+def _included(
+    words: str, number: int, depth: int, include: Includer | None, read: Callable[[str], None]
+) -> None:
+    """Read each file an ``Include`` on line ``number`` names; a fault in one names that file and its line."""
+    if include is None:
+        raise InventoryError(
+            number, "Include is not read here: list the included files' hosts in the inventory"
+        )
+    if depth >= MAX_INCLUDE_DEPTH:
+        raise InventoryError(
+            number, f"Include nested more than {MAX_INCLUDE_DEPTH} deep (a file that includes itself?)"
+        )
+    try:
+        files = include(words)
+    except ValueError as exc:
+        raise InventoryError(number, f"Include {words}: {exc}") from None
+    for path, body in files:
+        try:
+            read(body)
+        except InventoryError as exc:
+            said = (
+                exc.message
+                if exc.message.startswith("Include nested")
+                else f"{path} line {exc.line}: {exc.message}"
+            )
+            raise InventoryError(number, said) from None
 
 
 def _ssh_matches(name: str, patterns: Iterable[str]) -> bool:
@@ -266,7 +356,7 @@ def detect(text: str, path: str = "") -> str:
     if first.startswith("{"):
         return "json"
     if (
-        re.match(r"(?i)(host|match)\s+[^:=\s]", first)
+        re.match(r"(?i)(host|match|include)\s+[^:=\s]", first)
         or "ssh_config" in lowered
         or lowered.endswith("/.ssh/config")
     ):
@@ -278,4 +368,4 @@ def detect(text: str, path: str = "") -> str:
     return "ini"
 
 
-__all__ = ["detect", "from_json", "from_ssh_config", "from_yaml", "parse_yaml"]
+__all__ = ["Includer", "detect", "from_json", "from_ssh_config", "from_yaml", "parse_yaml"]

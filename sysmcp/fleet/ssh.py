@@ -46,10 +46,9 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     argv = [settings.program]
     if settings.config_file is not None:
         argv += ["-F", settings.config_file]
-    # ssh expands %-tokens in HostName and ProxyJump (a jump "%h": the host itself): given as written
-    address = host.address and _as_written(host.address)
+    # ssh expands %-tokens in ProxyJump (a jump "%h": the host itself): given as written
     jump = host.jump and _as_written(host.jump)
-    given = (("HostName", address), ("Port", host.port), ("User", host.user), ("ProxyJump", jump))
+    given = (("Port", host.port), ("User", host.user), ("ProxyJump", jump))
     # One master per inventory host, in our own directory (never the operator's masters). Not ssh's %C: it
     # hashes %l%h%p%r run together (127.0.0.1 port 2222 and 127.0.0.12 port 222 are one) without the jump
     # host (one address behind two bastions), and a second host on the first one's master is answered by it.
@@ -63,16 +62,27 @@ def _common(settings: SshSettings, host: Host) -> list[str]:
     )
 
 
-def session_argv(settings: SshSettings, host: Host) -> list[str]:
+def destination(host: Host) -> str:
+    """What ssh is told to connect to: the host's address when the inventory gives one, as Ansible's
+    ssh does (``ansible_host``), so the operator's ssh_config stanzas for that address (``Host 10.1.*``
+    with its ProxyJump, User, IdentityFile) apply as they do for ``ansible -m ping``; else its name,
+    an ssh_config alias or a DNS name."""
+    return host.address or host.name
+
+
+def session_argv(settings: SshSettings, host: Host, *, refuse_changed_keys: bool = False) -> list[str]:
     """``ssh -T -o BatchMode=yes … HOST COMMAND``: one MCP session over the host's stdio.
 
-    Host key checking is left exactly as the operator's config has it (never turned off).
+    Host key checking is the operator's config's, never weakened; ``refuse_changed_keys`` (where
+    that config says ``StrictHostKeyChecking no``: ``accepts_changed_keys``) makes it ``accept-new``,
+    which takes a host never seen as ``no`` does but refuses a host whose key changed.
     """
     argv = _common(settings, host)
     argv[1:1] = ["-T"]  # no terminal: the wire is bytes, and a pty would echo and mangle them
     return [
         *argv,
         *_options(
+            *(["StrictHostKeyChecking=accept-new"] if refuse_changed_keys else []),
             f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
             "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
             f"ControlPersist={CONTROL_PERSIST}",
@@ -80,16 +90,29 @@ def session_argv(settings: SshSettings, host: Host) -> list[str]:
             "ServerAliveCountMax=3",
         ),
         "--",
-        host.name,
+        destination(host),
         host.command or settings.remote_command,
     ]
+
+
+def config_argv(settings: SshSettings, host: Host) -> list[str]:
+    """``ssh -G …``: the configuration ssh would connect to the host with, printed; nothing connects."""
+    argv = _common(settings, host)
+    argv[1:1] = ["-G"]
+    return [*argv, "--", destination(host)]
+
+
+def accepts_changed_keys(config: str) -> bool:
+    """Whether ``ssh -G``'s output says ``StrictHostKeyChecking no`` (or ``off``): ssh would then go on
+    with a host whose key is not the one known_hosts holds, which may be another machine."""
+    return any(line.strip().lower() == "stricthostkeychecking false" for line in config.splitlines())
 
 
 def control_argv(settings: SshSettings, host: Host) -> list[str]:
     """``ssh -O exit …``: end this host's master on sysmcp's own control path."""
     argv = _common(settings, host)
     argv[1:1] = ["-O", "exit"]
-    return [*argv, "--", host.name]
+    return [*argv, "--", destination(host)]
 
 
 # -- what a failure means ---------------------------------------------------------------------------
@@ -183,8 +206,11 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_REMOTE_COMMAND",
     "SshSettings",
+    "accepts_changed_keys",
     "bounded",
     "classify",
+    "config_argv",
     "control_argv",
+    "destination",
     "session_argv",
 ]

@@ -83,7 +83,8 @@ class RequestContext:
     async def progress(
         self, done: float, total: float | None = None, message: str | None = None, *, final: bool = False
     ) -> None:
-        """Send ``notifications/progress`` if asked for, strictly increasing, throttled unless ``final``."""
+        """Send ``notifications/progress`` if asked for, strictly increasing, throttled unless ``final``;
+        its total only while the work has not passed it (a client's bar never stands past 100 %)."""
         if self.progress_token is None or not done > self._last_progress:
             return
         now = anyio.current_time()
@@ -91,7 +92,7 @@ class RequestContext:
             return
         self._last_progress, self._last_sent_at = done, now
         params: dict[str, Any] = {"progressToken": self.progress_token, "progress": done}
-        if total is not None:
+        if total is not None and done <= total:  # a total is an estimate; one the work has passed is none
             params["total"] = total
         if message and self.features.progress_message:
             params["message"] = message

@@ -73,6 +73,15 @@ def is_request_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def request_id(value: object) -> RequestId | None:
+    """A request id (or progress token) as MCP's schema reads it, or None. Its ``integer`` is JSON
+    Schema's: any number without a fraction, so ``7.0`` and ``7e0`` are 7, as a JavaScript client reads
+    them; refused, the error could name no request and the client waited for its answer for ever."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if is_request_id(value) else None  # type: ignore[return-value]
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
@@ -110,8 +119,8 @@ def decode_json(
         line = line[3:]
     try:
         text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return Invalid(ErrorCode.PARSE_ERROR, "Parse error: the line is not valid UTF-8")
+    except UnicodeDecodeError as exc:
+        return _not_utf8(line, exc, max_values, chars_per_value)
     if max_values is not None:
         limit = max(max_values, len(text) // chars_per_value) if chars_per_value > 0 else max_values
         if more_values_than(text, limit):
@@ -124,6 +133,17 @@ def decode_json(
         return _out_of_range(text, exc)
     except ValueError as exc:  # JSONDecodeError, and ints longer than Python allows
         return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {_short(exc)}")
+
+
+def _not_utf8(line: bytes, exc: UnicodeDecodeError, max_values: int | None, chars_per_value: int) -> Invalid:
+    """A line with bytes that are not UTF-8: a parse error saying where, answered by the id of the
+    request it otherwise is (read again with those bytes replaced), as a line too long to read is: a
+    client that wrote a Latin-1 file name as it is waits for no answer that never comes."""
+    said = f"Parse error: the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
+    value = decode_json(line.decode("utf-8", "replace").encode("utf-8"), max_values, chars_per_value)
+    if isinstance(value, dict) and "method" in value:
+        return Invalid(ErrorCode.PARSE_ERROR, said, request_id(value.get("id")))
+    return Invalid(ErrorCode.PARSE_ERROR, said)
 
 
 def more_values_than(text: str, limit: int) -> bool:
@@ -162,8 +182,9 @@ def _out_of_range(text: str, exc: _OutOfRange) -> Invalid:
         message = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         message = None
-    if isinstance(message, dict) and "method" in message and is_request_id(message.get("id")):
-        return Invalid(ErrorCode.INVALID_PARAMS, f"Invalid params: {exc}", message["id"])
+    msg_id = request_id(message.get("id")) if isinstance(message, dict) else None
+    if isinstance(message, dict) and "method" in message and msg_id is not None:
+        return Invalid(ErrorCode.INVALID_PARAMS, f"Invalid params: {exc}", msg_id)
     return Invalid(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")
 
 
@@ -218,8 +239,7 @@ def request_id_in_head(head: bytes) -> RequestId | None:
     request = isinstance(seen.get("method"), str) or "params" in keys
     if not request or keys & {"result", "error"} or seen.get("jsonrpc", "2.0") != "2.0":
         return None
-    msg_id = seen.get("id")
-    return msg_id if is_request_id(msg_id) else None
+    return request_id(seen.get("id"))
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -232,8 +252,7 @@ def parse_message(value: Any) -> Message:
     """Classify one JSON value (not a batch) as a request, notification, response or invalid message."""
     if not isinstance(value, dict):
         return Invalid(ErrorCode.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-    raw_id = value.get("id")
-    msg_id = raw_id if is_request_id(raw_id) else None
+    msg_id = request_id(value.get("id"))
     if "method" not in value and ("result" in value or "error" in value):
         # A response's id is one of ours: an error about a malformed one must not carry it, or the
         # client reads it as the answer to its own request of that id (and then gets a second).

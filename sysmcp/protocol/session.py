@@ -30,9 +30,9 @@ from sysmcp.protocol.jsonrpc import (
     RequestId,
     Response,
     error_message,
-    is_request_id,
     notification_message,
     parse_line,
+    request_id,
     request_id_in_head,
     request_message,
     result_message,
@@ -275,10 +275,10 @@ class Session:
 
     async def _on_notification(self, notification: Notification) -> None:
         if notification.method == "notifications/cancelled":
-            request_id = notification.params.get("requestId")
-            scope = self._in_flight.get(request_id) if is_request_id(request_id) else None  # type: ignore[arg-type]
+            cancelled = request_id(notification.params.get("requestId"))
+            scope = self._in_flight.get(cancelled) if cancelled is not None else None
             if scope is not None:
-                log.debug("request cancelled by client", request_id=request_id)
+                log.debug("request cancelled by client", request_id=cancelled)
                 scope.cancel()
             return
         try:
@@ -404,9 +404,7 @@ def _size(limit: int) -> str:
 def _progress_token(params: dict[str, Any]) -> str | int | None:
     meta = params.get("_meta")
     if isinstance(meta, dict):
-        token = meta.get("progressToken")
-        if is_request_id(token):
-            return token
+        return request_id(meta.get("progressToken"))  # the same type as a request's id
     return None
 
 

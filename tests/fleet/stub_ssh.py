@@ -24,7 +24,7 @@ import time
 
 def main() -> int:
     argv = sys.argv[1:]
-    if "-O" in argv:  # ssh -O exit: no master here
+    if "-O" in argv or "-G" in argv:  # ssh -O exit: no master here; ssh -G: no configuration to print
         return 0
     rest = argv[argv.index("--") + 1 :]
     host = rest[0]

@@ -155,7 +155,10 @@ async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: 
         await wire.initialize()
         warm = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(warm).values())
-        sessions = {p for p in set(ssh_processes(ME)) - before if " -- web" in p}  # the session clients
+        web = [f" -- {lab.hosts[name].address} " for name in HEALTHY]  # ssh is given each host's address
+        sessions = {
+            p for p in set(ssh_processes(ME)) - before if any(a in p for a in web)
+        }  # the session clients
         assert len(sessions) == len(HEALTHY)
         # The stopped host keeps this fan-out waiting; the healthy hosts answer at once. Cancel it.
         await wire.start_call("disk_usage", {"path": "/", "hosts": ["web", "stopped"]}, msg_id=9, progress=9)
@@ -175,7 +178,7 @@ async def test_after_a_cancelled_fan_out_the_next_call_reuses_the_sessions(lab: 
         again = await wire.call("disk_usage", {"path": "/", "hosts": ["web"]})
         assert all(entry["status"] == "ok" for entry in by_host(again).values())
         assert {
-            p for p in set(ssh_processes(ME)) - before if " -- web" in p
+            p for p in set(ssh_processes(ME)) - before if any(a in p for a in web)
         } == sessions  # the same ssh processes: no host was reconnected
         await wire.close_stdin()
         await wire.wait_exit(15)
@@ -191,6 +194,29 @@ async def test_sigterm_with_sessions_open_ends_every_ssh(lab: Lab) -> None:
         wire.process.send_signal(signal.SIGTERM)
         assert await wire.wait_exit(15) == 0
     assert set(ssh_processes(ME)) - before == set()
+
+
+@pytest.mark.parametrize("setting", ["no", "off"])
+async def test_a_changed_host_key_is_refused_even_where_the_ssh_config_says_no(
+    lab: Lab, setting: str
+) -> None:
+    """``StrictHostKeyChecking no`` makes ssh go on with a host whose key changed (another machine,
+    maybe): its answer was given as the host's, without a word. It is started with accept-new there,
+    which still takes a host never seen (as ``no`` does) but refuses a changed key."""
+    loose = lab.base / f"ssh_config_{setting}"
+    loose.write_text(
+        lab.ssh_config.read_text().replace("StrictHostKeyChecking yes", f"StrictHostKeyChecking {setting}")
+    )
+    args = [*server_args(lab)]
+    args[args.index(str(lab.ssh_config))] = str(loose)
+    async with spawn(*args, env=MINE) as wire:
+        await wire.initialize()
+        reply = await wire.call("disk_usage", {"path": "/", "hosts": ["web1", "newkey"]})
+        hosts = by_host(reply)
+        assert hosts["web1"]["status"] == "ok"
+        assert hosts["newkey"]["status"] == "host_key_mismatch", hosts["newkey"]
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0
 
 
 async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
@@ -276,7 +302,7 @@ async def test_a_session_that_died_is_reopened_on_the_next_call(lab: Lab) -> Non
         (client,) = [
             child
             for child in psutil.Process(wire.process.pid).children()
-            if child.name() == "ssh" and "web1" in child.cmdline()
+            if child.name() == "ssh" and lab.hosts["web1"].address in child.cmdline()
         ]
         client.kill()
         # That ssh is only a client of the master, which moves the session's bytes on the pipes the client

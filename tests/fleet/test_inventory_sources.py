@@ -97,6 +97,32 @@ ansible_port=7022
 ansible_user=root
 """
 
+#: Anchors, aliases and merge keys, as admins write them to say a thing once (Ansible reads them all).
+ANCHORED = """\
+all:
+  hosts:
+    mail:
+      motd: its own
+  children:
+    web:
+      hosts:
+        web1: &webhost
+          ansible_port: 2222
+          ansible_user: www
+        web2: *webhost
+        web3:
+          <<: *webhost
+          ansible_user: ops
+      vars: &common
+        ntp_servers: [ntp1, ntp2]
+        motd: shared
+    db:
+      hosts:
+        db1:
+          <<: [*webhost]
+      vars: *common
+"""
+
 ANSIBLE = shutil.which(
     "ansible-inventory", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
 )
@@ -140,7 +166,7 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
     JSON it printed for the YAML read back by ansible itself (a script inventory)."""
     base = tmp_path_factory.mktemp("ansible")
     runs: dict[str, tuple[Path, dict[str, Any]]] = {}
-    for name, text in (("hosts.yml", YAML), ("hosts.ini", INI)):
+    for name, text in (("hosts.yml", YAML), ("hosts.ini", INI), ("anchored.yml", ANCHORED)):
         path = base / name
         path.write_text(text)
         runs[name] = (path, ansible_list(path, base))
@@ -163,6 +189,34 @@ def test_yaml_is_read_as_ansible_reads_it(ansible_runs: dict[str, tuple[Path, di
     assert ours.hosts["db1"].command == "uvx sysmcp --root /var/lib/postgresql"
     assert ours.hosts["db2"].port == 5022  # db_replicas (depth 2) is deeper than edge (1): its vars win
     assert ours.hosts["db3"].port == 5022  # the child's vars win over the parent's
+
+
+@pytest.mark.slow  # the real ansible-inventory: about a second of CPU
+def test_yaml_anchors_aliases_and_merge_keys_are_read_as_ansible_reads_them(
+    ansible_runs: dict[str, tuple[Path, dict[str, Any]]],
+) -> None:
+    """They were refused ("YAML anchors and aliases (&, *) are not supported"): an inventory that
+    ``ansible -m ping`` reads stopped sysmcp at start-up."""
+    path, data = ansible_runs["anchored.yml"]
+    ours = parse_inventory(path.read_text(), str(path))
+    assert_same_as_ansible(ours, data)
+    assert ours.hosts["web2"] == Host("web2", port=2222, user="www")
+    assert ours.hosts["web3"] == Host("web3", port=2222, user="ops")  # its own key wins over the merged one
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nine levels of nine aliases: 387 million values from a few hundred bytes (billion laughs)
+        "all:\n  vars:\n    l0: &l0 [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9)),
+        "all:\n  vars:\n    x: &x [a, *x]\n",  # a list that holds itself
+        "all:\n  children:\n    g: &g\n      children:\n        h: *g\n",  # a group inside itself
+    ],
+)
+def test_aliases_that_expand_without_bound_are_refused_with_their_line(text: str) -> None:
+    with pytest.raises(InventoryError, match=r"hosts\.yml line \d+: .*(alias|itself)"):
+        from_yaml(text, "hosts.yml")
 
 
 @pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
@@ -200,6 +254,36 @@ def test_a_dynamic_inventory_command_from_the_operators_command_line(tmp_path: P
         )
 
 
+def test_an_ssh_config_inventory_lists_the_hosts_of_the_files_it_includes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Include`` was passed over: a ~/.ssh/config kept in config.d files (as Debian's own is) listed
+    none of their hosts, and the model was told they were unknown."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parts = tmp_path / ".ssh" / "config.d"
+    parts.mkdir(parents=True)
+    (parts / "20-db.conf").write_text("Host db1 db2\n  ProxyJump dbjump\n")
+    (parts / "10-web.conf").write_text(
+        "Host web1\n  HostName 10.0.0.1\nInclude config.d/nested/*\n"
+    )  # ~/.ssh/…
+    (parts / "nested").mkdir()
+    (parts / "nested" / "x").write_text("Host web2\n")
+    (parts / "ignored.txt").write_text("Host nothere\n")
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Include config.d/*.conf\n"  # relative: under ~/.ssh, as ssh reads it; sorted
+        f"Include {tmp_path}/absent/*\n"  # a glob matching nothing is nothing, as for ssh
+        "Host mail\n"
+        "  User root\n"
+    )
+    inventory = parse_inventory(config.read_text(), str(config))
+    assert list(inventory.hosts) == ["web1", "web2", "db1", "db2", "mail"]
+    assert inventory.hosts["db2"].jump == "dbjump" and inventory.hosts["mail"].jump is None
+    (parts / "nested" / "x").write_text(f"Include {parts}/10-web.conf\n")  # includes itself, for ever
+    with pytest.raises(InventoryError, match="nested more than 16 deep"):
+        parse_inventory(config.read_text(), str(config))
+
+
 def test_ssh_config_hosts_and_the_proxyjump_ssh_would_use() -> None:
     config = """\
 # ~/.ssh/config
@@ -232,6 +316,7 @@ def test_forms_are_told_apart_and_plain_lists_are_ini() -> None:
     assert detect(YAML) == "yaml" and detect(INI) == "ini" and detect('{"all": {}}') == "json"
     assert detect("web1:2222\n") == "ini"
     assert detect("x", "hosts.yaml") == "yaml"
+    assert detect("# mine\nInclude ~/.ssh/config.d/*\nHost web1\n", "fleet.conf") == "ssh_config"
 
 
 def test_yaml_values_are_read_as_yaml_defines_them() -> None:
@@ -264,7 +349,6 @@ def test_flow_mappings_block_scalars_and_dates_in_an_inventory_are_read() -> Non
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("all:\n  hosts:\n    a: &anchor\n", "anchors"),
         ("all:\n  hosts:\n    -web1:\n", "not a host name"),
         ("all:\n  hosts:\n    web1:\n      ansible_host: -oProxyCommand=x\n", "not starting with '-'"),
         (
@@ -281,7 +365,6 @@ def test_flow_mappings_block_scalars_and_dates_in_an_inventory_are_read() -> Non
         ("all:\n  bogus: 1\n", "only hosts, vars, children"),
         ("all:\n  hosts: [a]\n", "mapping of host names"),
         ("all:\n  hosts:\n    a:\n    a:\n", "line 4: 'a' is given twice"),
-        ("all:\n  vars:\n    x: &x [1, 2]\n    y: [*x, *x]\n", "line 3: YAML anchors and aliases"),
         (
             "all:\n  vars:\n    x: !vault |\n      $ANSIBLE_VAULT\n",
             "line 3: could not determine a constructor",

@@ -10,11 +10,20 @@ import signal
 import subprocess
 import tempfile
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
 from sysmcp.fleet.inventory import Host, parse_ini
-from sysmcp.fleet.ssh import SshSettings, bounded, classify, control_argv, session_argv
+from sysmcp.fleet.ssh import (
+    SshSettings,
+    accepts_changed_keys,
+    bounded,
+    classify,
+    config_argv,
+    control_argv,
+    session_argv,
+)
 
 SETTINGS = SshSettings(
     control_dir="/tmp/sysmcp-ssh-x", config_file="/etc/fleet/ssh_config", connect_timeout=2.5
@@ -28,9 +37,9 @@ def test_session_argv_is_batch_mode_with_our_own_control_path_and_the_host_vars(
     options = [argv[i + 1] for i, word in enumerate(argv) if word == "-o"]
     assert "BatchMode=yes" in options and "ConnectTimeout=3" in options and "ControlMaster=auto" in options
     assert any(re.fullmatch("ControlPath=/tmp/sysmcp-ssh-x/[0-9a-f]{40}", o) for o in options)
-    assert {"HostName=10.0.0.11", "Port=2222", "User=ops"} <= set(options)
+    assert {"Port=2222", "User=ops"} <= set(options) and not any(o.startswith("HostName=") for o in options)
     assert not any("StrictHostKeyChecking" in o or "UserKnownHostsFile" in o for o in options)
-    assert argv[-3:] == ["--", "web1", "uvx sysmcp"]
+    assert argv[-3:] == ["--", "10.0.0.11", "uvx sysmcp"]  # the address, as Ansible's ssh is given it
 
 
 def test_a_hosts_own_command_beats_the_default() -> None:
@@ -235,3 +244,63 @@ def test_a_jump_host_reaches_ssh_as_the_inventory_wrote_it() -> None:
         shutil.rmtree(control_dir)
     proxy = [line for line in said if "Executing proxy command" in line]
     assert proxy and proxy[0].endswith(" fe80::1%eth0"), "\n".join(said)
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_an_ansible_host_is_where_ssh_connects_as_ansible_has_it_so_its_config_stanzas_apply(
+    tmp_path: Path,
+) -> None:
+    """Ansible's ssh connects to ``ansible_host`` itself (``ssh … 10.9.0.5``), so the operator's
+    ``Host 10.9.*`` stanza (its ProxyJump, User, IdentityFile) applies and ``Host web1`` does not. Given
+    as ``-o HostName=10.9.0.5 web1`` it was the other way round: a fleet that ``ansible -m ping``
+    reaches through its bastion was dialled directly, as another user, with another key."""
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Host 10.9.*\n  ProxyJump jumper\n  User by-address\n  IdentityFile /keys/by-address\n"
+        "Host web1\n  User by-name\n  IdentityFile /keys/by-name\n"
+    )
+    inventory = parse_ini(
+        "web1 ansible_host=10.9.0.5\nweb2 ansible_host=10.9.0.6 ansible_user=ops ansible_port=2222\n"
+    )
+    settings = SshSettings(control_dir="/tmp/x", config_file=str(config))
+    wanted = ("hostname ", "user ", "port ", "proxyjump ", "identityfile ")
+    for host, ansible in [
+        ("web1", ["ssh", "-F", str(config), "10.9.0.5", "true"]),
+        ("web2", ["ssh", "-F", str(config), "-o", "User=ops", "-o", "Port=2222", "10.9.0.6", "true"]),
+    ]:
+        ours = [
+            line
+            for line in _ssh_config(session_argv(settings, inventory.hosts[host]))
+            if line.startswith(wanted)
+        ]
+        assert ours == [line for line in _ssh_config(ansible) if line.startswith(wanted)]
+        assert "proxyjump jumper" in ours
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_a_host_without_an_address_is_its_own_ssh_config_alias(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host web1\n  HostName 10.9.0.7\n  User by-name\n")
+    argv = session_argv(SshSettings(control_dir="/tmp/x", config_file=str(config)), Host("web1"))
+    assert {"hostname 10.9.0.7", "user by-name"} <= set(_ssh_config(argv))
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+@pytest.mark.parametrize(
+    ("setting", "loose"), [("no", True), ("off", True), ("yes", False), ("ask", False), ("accept-new", False)]
+)
+def test_an_ssh_config_that_accepts_changed_host_keys_is_told_by_ssh_itself(
+    tmp_path: Path, setting: str, loose: bool
+) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host 10.9.*\n  StrictHostKeyChecking {setting}\n")
+    settings = SshSettings(control_dir="/tmp/x", config_file=str(config))
+    host = Host("web1", address="10.9.0.5")
+    seen = subprocess.run(
+        config_argv(settings, host), capture_output=True, text=True, check=False, timeout=30
+    )
+    assert seen.returncode == 0, seen.stderr
+    assert accepts_changed_keys(seen.stdout) is loose
+    strict = session_argv(settings, host, refuse_changed_keys=loose)
+    assert ("StrictHostKeyChecking=accept-new" in strict) is loose
+    assert "stricthostkeychecking false" not in _ssh_config(strict)  # never left accepting a changed key

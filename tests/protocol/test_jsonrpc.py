@@ -27,6 +27,15 @@ def test_requests_keep_their_id_exactly(msg_id: Any) -> None:
     assert message == Request(msg_id, "ping", {})
 
 
+@pytest.mark.parametrize(
+    "line", [b'{"jsonrpc":"2.0","id":7.0,"method":"ping"}', b'{"jsonrpc":"2.0","id":7e0,"method":"ping"}']
+)
+def test_an_integer_id_written_with_a_fraction_or_exponent_is_that_integer(line: bytes) -> None:
+    """MCP's ``RequestId`` is a JSON Schema ``integer``, which 7.0 is (and JavaScript's SDKs read it as 7):
+    it was refused with an error of id null, which answers nothing, so the client waited for ever."""
+    assert parse_line(line) == Request(7, "ping", {})
+
+
 @pytest.mark.parametrize("msg_id", [True, False, 1.5, None, [], {}])
 def test_ids_that_are_not_strings_or_integers_are_invalid(msg_id: Any) -> None:
     message = parse_message({"jsonrpc": "2.0", "id": msg_id, "method": "ping"})
@@ -61,6 +70,23 @@ def test_client_responses_are_recognised() -> None:
 def test_malformed_messages_are_invalid_requests(value: Any) -> None:
     message = parse_message(value)
     assert isinstance(message, Invalid) and message.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_request_with_bytes_that_are_not_utf8_is_refused_by_its_id() -> None:
+    """A client that writes a Latin-1 file name as it is: its request was refused with id null, which
+    answers no request, and the client waited for the answer for ever. The error says where the byte is."""
+    line = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{"path":"/srv/caf\xe9"}}}'
+    refused = parse_line(line)
+    assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id == 5
+    where = line.index(0xE9)
+    assert f"not valid UTF-8 (byte 0xe9 at offset {where})" in refused.message
+    for other in (
+        b'{"jsonrpc":"2.0","id":5,"result":{"x":"\xe9"}}',  # a response: its id is one of ours
+        b'[{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xe9"}}]',
+        b'{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":"\xe9"}',  # and not JSON either
+    ):
+        refused = parse_line(other)
+        assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id is None
 
 
 @pytest.mark.parametrize("line", [b"{", b"\xff", b"[" * 200_000, b"1" * 10_000, b'{"a": "\x00"}', b"NaN-ish"])

@@ -118,6 +118,27 @@ async def test_a_cancelled_request_gets_no_response() -> None:
         assert (await peer.next())["id"] == "last"
 
 
+async def test_an_integer_request_id_and_progress_token_written_as_floats_are_those_integers() -> None:
+    """7.0 is an integer to MCP's schema (``RequestId``, ``ProgressToken``): the request is answered as 7,
+    its progress carries its token, and a cancellation naming 7.0 cancels it."""
+    handler = Handler()
+    async with running(handler) as peer:
+        work = {"steps": 2, "_meta": {"progressToken": 5.0}}
+        peer.send({"jsonrpc": "2.0", "id": 3.0, "method": "work", "params": work})  # json writes 3.0
+        messages = [await peer.next()]
+        while "id" not in messages[-1]:
+            messages.append(await peer.next())
+        assert messages[0]["params"]["progressToken"] == 5 and messages[-1]["id"] == 3
+        peer.send({"jsonrpc": "2.0", "id": 7.0, "method": "block"})
+        await handler.started.wait()
+        peer.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7.0}})
+        peer.send({"jsonrpc": "2.0", "id": "next", "method": "ping"})
+        assert (await peer.next())["id"] == "next"
+        handler.release.set()
+        peer.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+        assert (await peer.next())["id"] == "last"  # nothing for 7: it was cancelled
+
+
 async def test_a_duplicate_id_in_flight_is_refused() -> None:
     handler = Handler()
     async with running(handler) as peer:
