@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.harness import call_tool
 pytestmark = pytest.mark.anyio
 
 
-async def refusal(name: str, **args: object) -> str:
+async def refusal(name: str, **args: Any) -> str:
     """The words of ``name``'s refusal of ``args``, as the model reads them."""
     try:
         await call_tool(name, **args)
