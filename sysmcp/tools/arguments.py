@@ -22,6 +22,12 @@ SIZE = "byte-size"
 SHA256 = "sha256-digest"
 
 _HEX64 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+#: A line sha256sum writes, plain or ``--tag`` (a leading backslash when the name is escaped): its digest
+#: field is the digest, whatever hex the name holds (an OCI layout's ``blobs/sha256/<hex>``).
+_SUMS_LINE = re.compile(
+    r"\\?(?:(?P<gnu>[0-9a-fA-F]{64}) [ *].*|SHA(?:2-)?256 ?\(.*\) ?= ?(?P<bsd>[0-9a-fA-F]{64}))",
+    re.DOTALL,
+)
 
 
 def size_argument(description: str, *, minimum: int = 0, default: int = 0) -> dict[str, Any]:
@@ -36,7 +42,11 @@ def sha256_argument(description: str) -> dict[str, Any]:
 
 
 def find_sha256(text: str) -> str | None:
-    """The one SHA-256 digest in ``text`` (lowercased), or None if there is none or more than one."""
+    """The digest field of a SHA256SUMS line, else the one SHA-256 digest in ``text`` (lowercased), or
+    None if there is none or more than one."""
+    line = _SUMS_LINE.fullmatch(text.strip())
+    if line is not None:
+        return str(line["gnu"] or line["bsd"]).lower()
     found = _HEX64.findall(text)
     return str(found[0]).lower() if len(found) == 1 else None
 

@@ -16,7 +16,19 @@ from tests.wire import Wire, result_text, spawn
 
 pytestmark = pytest.mark.anyio
 
-AWKWARD = [b"plain", b"with space", b"new\nline", b"back\\slash", b"carriage\rreturn", "日本.txt".encode()]
+AWKWARD = [
+    b"plain",
+    b"with space",
+    b"new\nline",
+    b"back\\slash",
+    b"carriage\rreturn",
+    b"tab\there",
+    b"-dash",
+    b"*star",
+    b" lead space",
+    b"a) = b",
+    "日本.txt".encode(),
+]
 
 
 def build(root: Path) -> dict[bytes, bytes]:
@@ -81,7 +93,7 @@ async def test_the_manifest_is_sorted_relative_and_equal_to_hashlib(tmp_path: Pa
         await wire.initialize()
         structured, manifest = await manifest_of(wire, {"path": str(tmp_path), "max_lines": 1000})
     expected = subprocess.run(
-        ["sha256sum", *sorted(contents)], cwd=tmp_path, capture_output=True, check=True
+        ["sha256sum", "--", *sorted(contents)], cwd=tmp_path, capture_output=True, check=True
     ).stdout
     assert manifest == expected  # byte for byte what sha256sum prints for the sorted names
     assert structured["total_bytes"] == sum(len(d) for d in contents.values())

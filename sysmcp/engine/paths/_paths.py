@@ -533,11 +533,23 @@ def _realpath(raw: str, confine: _Confine | None = None) -> str:
             raise InvalidPath(
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
-        return os.path.realpath(expanded) if confine is None else _resolve_confined(expanded, confine)
+        return _realpath_unconfined(expanded) if confine is None else _resolve_confined(expanded, confine)
     except OSError as exc:
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
+
+
+def _realpath_unconfined(expanded: str) -> str:
+    """``os.path.realpath``, but a symlink loop on the way is ELOOP, as the kernel and ``_resolve_confined``
+    say: the lenient ``realpath`` returns the looping name itself, which then reads as a symlink swapped
+    in after the check when a tool opens it."""
+    try:
+        return os.path.realpath(expanded, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise
+    return os.path.realpath(expanded)  # a missing name (or one not to be looked into) taken as written
 
 
 def too_long(encoded: bytes) -> bool:

@@ -26,14 +26,21 @@ from sysmcp.engine.hashing._manifests import hint_order, parse_manifest
 from sysmcp.engine.hashing._verdicts import MISSING_CODE, check_file
 from sysmcp.engine.opens import FileSwap, NotRegularFile, open_regular_at
 
-#: Names that break naive manifest code: spaces, a newline, a backslash, a CR, a leading star, UTF-8.
+#: Names that break naive manifest code: spaces (inside, leading, trailing, doubled), a newline, a
+#: backslash, a CR, a tab (never escaped), a leading star or dash, a BSD line's ") = " inside, UTF-8.
 AWKWARD = [
     b"plain",
     b"with space",
     b"new\nline",
     b"back\\slash",
     b"carriage\rreturn",
+    b"tab\there",
     b"*star",
+    b"-dash",
+    b" lead space",
+    b"trail space ",
+    b"two  spaces",
+    b"a) = b",
     "日本.txt".encode(),
 ]
 
@@ -187,7 +194,7 @@ def test_our_manifest_is_accepted_by_the_real_tool(tmp_path: Path, algorithm: st
 )
 def test_the_real_tools_manifests_are_read_by_us(tmp_path: Path, algorithm: str, tag: bool) -> None:
     contents = make_tree(tmp_path, AWKWARD)
-    command: list[str | bytes] = [TOOLS[algorithm], *(["--tag"] if tag else []), *sorted(contents)]
+    command: list[str | bytes] = [TOOLS[algorithm], *(["--tag"] if tag else []), "--", *sorted(contents)]
     output = subprocess.run(command, cwd=tmp_path, capture_output=True, check=True).stdout
     parsed = parse_manifest(output)
     assert parsed.bad_lines == []
