@@ -241,9 +241,8 @@ class Integrity(Open):
         default=ABSENT,
     )
     links_and_directories_not_compared: Opt[int] = prop(
-        "Symbolic links, directories and special files on one side only, not compared: the baseline or the "
-        "tree now had more than a baseline records (250,000), so which were kept depends on the walk's order. "
-        "Left out when none.",
+        "Symbolic links, directories and special files not compared, at least: the baseline or the tree now "
+        "had more than a baseline records (250,000). Left out when none.",
         default=ABSENT,
     )
     symlinks_not_compared: Opt[int] = prop(
@@ -893,9 +892,8 @@ def _integrity_lines(
         )
     if integrity.nodes_uncompared:
         lines.append(
-            f"  {plural(integrity.nodes_uncompared, 'symbolic link, directory or special file', 'symbolic links, directories or special files')}"
-            " on one side only not compared: more than a baseline records, and which are kept depends on the "
-            "walk's order"
+            f"  At least {plural(integrity.nodes_uncompared, 'symbolic link, directory or special file', 'symbolic links, directories or special files')}"
+            f" not compared: the baseline or the tree now held more than a baseline records (250,000)."
         )
     for k, v in kinds.items():
         for p in v[:top_n]:

@@ -129,7 +129,19 @@ def test_past_the_bound_a_node_on_one_side_only_is_not_compared_and_a_change_sti
     new = baseline({}, {b"": DIR, b"kept": link(b"b"), b"only-now": DIR})
     result = diff_baselines(old, new)
     assert (result.added, result.removed, result.content) == ([], [], [b"kept"])
-    assert result.nodes_uncompared == 2
+    assert result.nodes_uncompared == 6  # of the baseline's 8, only the 2 on both sides are compared
+
+
+def test_past_the_bound_on_both_sides_what_neither_recorded_is_counted_as_not_compared() -> None:
+    """Both sides cut at the bound at the same names: none is on one side only, yet the ones past it
+    (a link re-pointed among them) were compared on neither side, and the answer must not read as if
+    they were."""
+    nodes = {b"": DIR, b"a": link(b"x")}
+    old = baseline({}, nodes, nodes_unrecorded=50_300)
+    new = baseline({}, dict(nodes), nodes_unrecorded=50_301)
+    result = diff_baselines(old, new)
+    assert (result.added, result.removed, result.content) == ([], [], [])
+    assert result.nodes_uncompared == 50_301
 
 
 def test_a_node_below_a_directory_unreadable_then_or_now_is_neither_added_nor_removed() -> None:
