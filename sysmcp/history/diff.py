@@ -558,6 +558,8 @@ def _diff_nodes(
             else:
                 continue
         result.nodes[path] = (then, now)
+    result.added.sort()  # the files' findings with these, each list in name order
+    result.not_comparable.sort()
 
 
 def _kind(entry: Entry) -> int:

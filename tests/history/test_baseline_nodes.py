@@ -187,3 +187,20 @@ def test_node_rows_a_damaged_or_forged_store_holds_are_left_out_not_raised_or_sh
         )
     loaded = store.load_baseline(saved.id)
     assert loaded is not None and loaded.nodes == {b"": DIR, b"etc/ok": link(b"/etc/passwd")}
+
+
+def test_findings_of_files_and_nodes_together_are_listed_in_name_order() -> None:
+    """A directory made with a file and a link in it: the three added are named in order, the directory
+    first, as the removed and changed are; the text's first few and the full list follow this order."""
+    unread = {b"new/locked": Unread("could not be listed", directory=True)}
+    old = baseline(
+        {}, {b"": DIR, b"gone": DIR}, unread={b"gone": Unread("could not be listed", directory=True)}
+    )
+    new = baseline(
+        {b"new/file": FILE, b"gone/f": FILE},
+        {b"": DIR, b"new": DIR, b"new/link": link(b"x"), b"gone": DIR, b"gone/l": link(b"y")},
+        unread=unread,
+    )
+    result = diff_baselines(old, new)
+    assert result.added == [b"new", b"new/file", b"new/link"]
+    assert result.not_comparable == [b"gone/f", b"gone/l"]
