@@ -901,7 +901,10 @@ def _integrity_lines(
             word = _KIND_WORDS.get(k, k.replace("_", " "))
             lines.append(f"  {word}: {printable(named(p))}{f' ({printable(detail)})' if detail else ''}")
         if len(v) > top_n:
-            lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
+            rest = v[top_n:]  # files, or (a link, a directory among them) names
+            lines.append(
+                f"  {more_not_shown(len(rest), 'name' if any(p in integrity.nodes for p in rest) else 'file')}"
+            )
     if integrity.unrecorded:
         lines.append(
             f"  {plural(integrity.unrecorded, 'more file or directory', 'more files or directories')} the "

@@ -254,3 +254,17 @@ async def test_past_the_bound_every_link_is_compared_or_counted_as_not_compared(
         f"\n  At least {uncompared} symbolic links, directories or special files not compared: the baseline or "
         "the tree now held more than a baseline records (250,000).\n" in output.text + "\n"
     ), output.text
+
+
+async def test_what_the_text_leaves_out_of_links_and_directories_is_counted_as_names_not_files(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    make(tree)
+    await baseline(tree)
+    (tree / "new").mkdir()
+    for n in range(3):
+        (tree / "new" / f"l{n}").symlink_to("/tmp")
+    output = await call(path=str(tree), since="1h", top_n=1)
+    assert f"\n  added: {tree}/new (a directory, mode " in output.text, output.text
+    assert "\n  … and 3 more names not shown\n" in output.text + "\n", output.text
