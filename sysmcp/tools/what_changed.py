@@ -208,9 +208,9 @@ class Fill(Open):
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop(
-        "Files added, and symbolic links, directories and special files (those not readable now too: their "
-        "content not hashed; with unrecorded_at_baseline, any may have been there, one the baseline could not "
-        "read and did not name).",
+        "Files, symbolic links, directories and special files added (those not readable now too: their content "
+        "not hashed; with unrecorded_at_baseline, any may have been there, one the baseline could not read and "
+        "did not name).",
         default=ABSENT,
     )
     removed: Opt[int] = prop("Files, symbolic links, directories and special files removed.", default=ABSENT)
