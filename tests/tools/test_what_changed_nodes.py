@@ -268,3 +268,21 @@ async def test_what_the_text_leaves_out_of_links_and_directories_is_counted_as_n
     output = await call(path=str(tree), since="1h", top_n=1)
     assert f"\n  added: {tree}/new (a directory, mode " in output.text, output.text
     assert "\n  … and 3 more names not shown\n" in output.text + "\n", output.text
+
+
+async def test_a_baseline_past_the_bound_says_how_many_links_and_directories_it_did_not_keep(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told when the baseline is taken, not only when a later what_changed finds them not compared."""
+    monkeypatch.setattr("sysmcp.engine.hashing._treehash.MAX_NODES_KEPT", 4)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in range(6):
+        (tree / f"l{n}").symlink_to(f"t{n}")
+    output = await hash_tree(
+        validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), tool_context()
+    )
+    assert (
+        " 2 more symbolic links, directories or special files past what a baseline records (250,000) are "
+        "counted, not kept: what_changed does not compare them." in output.text
+    ), output.text
