@@ -382,8 +382,9 @@ class BaselineDiff:
     #: Whether the baseline recorded its directories, symbolic links and special files (one an older
     #: sysmcp recorded did not: none of them is then compared, nor called added).
     nodes_compared: bool = False
-    #: Directories, links and special files not compared: past the bound of what either side records
-    #: (which ones are kept then depends on the walk's order), so one on a side alone is no finding.
+    #: Directories, links and special files not compared, at least (how many more cannot be told): past
+    #: the bound of what either side records, every name not kept on both sides, the ones counted and not
+    #: named too; one on a side alone is then no finding.
     nodes_uncompared: int = 0
     #: Of the names in the lists, those that are or were a directory, link or special file: then, now
     #: (a regular file's record on a side where it was one, None on a side where it is not there).
@@ -510,14 +511,24 @@ def _diff_nodes(
     assert old.nodes is not None and new.nodes is not None
     result.nodes_compared = True
     cut = bool(old.nodes_unrecorded or new.nodes_unrecorded)
+    if cut:  # every name of either tree not kept on both sides, at least: those past the bound too
+        both = len(old.nodes.keys() & new.nodes.keys())
+        result.nodes_uncompared = (
+            max(
+                len(old.nodes) + old.nodes_unrecorded,
+                len(new.nodes) + new.nodes_unrecorded,
+                len(old.nodes.keys() | new.nodes.keys()),
+            )
+            - both
+        )
     added, removed = set(result.added), set(result.removed)
     for path in sorted(old.nodes.keys() | new.nodes.keys()):
         then: Entry | None = old.nodes.get(path) or old.files.get(path)
         now: Entry | None = new.nodes.get(path) or new.files.get(path)
         if then is None and now is not None:  # new, or unreadable then: the files' rules
             if cut:
-                result.nodes_uncompared += 1
-            elif path in old.unread or _below(path, unread_dirs):
+                continue
+            if path in old.unread or _below(path, unread_dirs):
                 result.not_comparable.append(path)
             elif not old.partial:
                 result.added.append(path)
@@ -525,7 +536,6 @@ def _diff_nodes(
                 continue
         elif now is None and then is not None:  # gone, not reached, or unreadable now
             if cut:
-                result.nodes_uncompared += 1
                 continue
             if path in new.unread or _below(path, unread_dirs_now):
                 result.unreadable.append(path)
@@ -548,6 +558,8 @@ def _diff_nodes(
             else:
                 continue
         result.nodes[path] = (then, now)
+    result.added.sort()  # the files' findings with these, each list in name order
+    result.not_comparable.sort()
 
 
 def _kind(entry: Entry) -> int:

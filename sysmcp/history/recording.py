@@ -149,6 +149,7 @@ class BaselineRecord:
     unsaved: str | None = None  # the store refused the write: its reason
     unread: int = 0  # files and directories it could not read, recorded as such
     unrecorded: int = 0  # more of them, beyond the bound: counted, not recorded
+    nodes_unrecorded: int = 0  # directories, links and special files beyond their bound: counted only
 
 
 def record_baseline(
@@ -174,7 +175,11 @@ def record_baseline(
     if not saved.ok:
         return BaselineRecord(unsaved=saved.reason)
     return BaselineRecord(
-        len(baseline.files), kept=True, unread=len(baseline.unread), unrecorded=baseline.unrecorded
+        len(baseline.files),
+        kept=True,
+        unread=len(baseline.unread),
+        unrecorded=baseline.unrecorded,
+        nodes_unrecorded=baseline.nodes_unrecorded,
     )
 
 

@@ -707,7 +707,7 @@ class Store:
             for path, directory, reason, *seen in unread_rows
         }
         # NULL: a baseline an older sysmcp recorded, with no directories, links or special files (not "none")
-        nodes = None if uncounted is None else {bytes(r[0]): _node(*r[1:]) for r in node_rows}
+        nodes = None if uncounted is None else dict(filter(None, map(_node_row, node_rows)))
         return Baseline(
             series, taken, algorithm, files, partial, sid, unread, unrecorded, nodes, uncounted or 0
         )
@@ -846,8 +846,21 @@ _UNRECORDED_OF = "SELECT unrecorded, nodes_unrecorded FROM snapshots WHERE id = 
 _BASELINE_NODES_OF = "SELECT path, kind, mode, uid, gid, rdev, target FROM baseline_nodes WHERE snapshot = ?"
 
 
-def _node(kind: int, mode: int, uid: int, gid: int, rdev: int | None, target: bytes | None) -> BaselineNode:
-    return BaselineNode(kind, mode, uid, gid, rdev, None if target is None else bytes(target))
+MAX_LINK_TARGET = 4096  # PATH_MAX: symlink(2) makes no longer target, so no walk recorded one
+
+
+def _node_row(row: Sequence[Any]) -> tuple[bytes, BaselineNode] | None:
+    """A ``baseline_nodes`` row as a name and its node; None for one no walk could have recorded (a
+    damaged or forged store: text where bytes belong, a mode or number out of range, a target longer
+    than any link), which is left out rather than raised from or shown whole."""
+    path, kind, mode, uid, gid, rdev, target = row
+    if not isinstance(path, bytes) or not all(type(n) is int and n >= 0 for n in (kind, mode, uid, gid)):
+        return None
+    if mode > 0o7777 or not (rdev is None or (type(rdev) is int and 0 <= rdev < 1 << 64)):
+        return None
+    if not (target is None or (isinstance(target, bytes) and len(target) <= MAX_LINK_TARGET)):
+        return None
+    return path, BaselineNode(kind, mode, uid, gid, rdev, target)
 
 
 def _seen_row(seen: BaselineFile | None) -> tuple[int | float | None, ...]:

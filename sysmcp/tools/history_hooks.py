@@ -46,7 +46,13 @@ def record_baseline(
     if not kept.kept:
         return f"No baseline kept: {kept.unsaved if kept.unsaved is not None else kept.unreadable}."
     said = f"Integrity baseline of {plural(kept.files, 'file')} kept (what_changed compares against it)."
-    return " ".join([said, *unread_kept(kept.unread, kept.unrecorded)])
+    past = kept.nodes_unrecorded
+    cut = [
+        f"{plural(past, 'more symbolic link, directory or special file', 'more symbolic links, directories or special files')}"
+        f" past what a baseline records (250,000) {'is' if past == 1 else 'are'} counted, not kept: what_changed "
+        f"does not compare {'it' if past == 1 else 'them'}."
+    ]
+    return " ".join([said, *unread_kept(kept.unread, kept.unrecorded), *cut * bool(past)])
 
 
 def unread_kept(unread: int, unrecorded: int) -> list[str]:

@@ -208,9 +208,9 @@ class Fill(Open):
 class Integrity(Open):
     comparable: bool = prop("Whether the newest baseline could be compared with the tree hashed now.")
     added: Opt[int] = prop(
-        "Files added, and symbolic links, directories and special files (those not readable now too: their "
-        "content not hashed; with unrecorded_at_baseline, any may have been there, one the baseline could not "
-        "read and did not name).",
+        "Files, symbolic links, directories and special files added (those not readable now too: their content "
+        "not hashed; with unrecorded_at_baseline, any may have been there, one the baseline could not read and "
+        "did not name).",
         default=ABSENT,
     )
     removed: Opt[int] = prop("Files, symbolic links, directories and special files removed.", default=ABSENT)
@@ -241,9 +241,8 @@ class Integrity(Open):
         default=ABSENT,
     )
     links_and_directories_not_compared: Opt[int] = prop(
-        "Symbolic links, directories and special files on one side only, not compared: the baseline or the "
-        "tree now had more than a baseline records (250,000), so which were kept depends on the walk's order. "
-        "Left out when none.",
+        "Symbolic links, directories and special files not compared, at least: the baseline or the tree now "
+        "had more than a baseline records (250,000). Left out when none.",
         default=ABSENT,
     )
     symlinks_not_compared: Opt[int] = prop(
@@ -893,9 +892,8 @@ def _integrity_lines(
         )
     if integrity.nodes_uncompared:
         lines.append(
-            f"  {plural(integrity.nodes_uncompared, 'symbolic link, directory or special file', 'symbolic links, directories or special files')}"
-            " on one side only not compared: more than a baseline records, and which are kept depends on the "
-            "walk's order"
+            f"  At least {plural(integrity.nodes_uncompared, 'symbolic link, directory or special file', 'symbolic links, directories or special files')}"
+            f" not compared: the baseline or the tree now held more than a baseline records (250,000)."
         )
     for k, v in kinds.items():
         for p in v[:top_n]:
@@ -903,7 +901,10 @@ def _integrity_lines(
             word = _KIND_WORDS.get(k, k.replace("_", " "))
             lines.append(f"  {word}: {printable(named(p))}{f' ({printable(detail)})' if detail else ''}")
         if len(v) > top_n:
-            lines.append(f"  {more_not_shown(len(v) - top_n, 'file')}")
+            rest = v[top_n:]  # files, or (a link, a directory among them) names
+            lines.append(
+                f"  {more_not_shown(len(rest), 'name' if any(p in integrity.nodes for p in rest) else 'file')}"
+            )
     if integrity.unrecorded:
         lines.append(
             f"  {plural(integrity.unrecorded, 'more file or directory', 'more files or directories')} the "

@@ -129,7 +129,19 @@ def test_past_the_bound_a_node_on_one_side_only_is_not_compared_and_a_change_sti
     new = baseline({}, {b"": DIR, b"kept": link(b"b"), b"only-now": DIR})
     result = diff_baselines(old, new)
     assert (result.added, result.removed, result.content) == ([], [], [b"kept"])
-    assert result.nodes_uncompared == 2
+    assert result.nodes_uncompared == 6  # of the baseline's 8, only the 2 on both sides are compared
+
+
+def test_past_the_bound_on_both_sides_what_neither_recorded_is_counted_as_not_compared() -> None:
+    """Both sides cut at the bound at the same names: none is on one side only, yet the ones past it
+    (a link re-pointed among them) were compared on neither side, and the answer must not read as if
+    they were."""
+    nodes = {b"": DIR, b"a": link(b"x")}
+    old = baseline({}, nodes, nodes_unrecorded=50_300)
+    new = baseline({}, dict(nodes), nodes_unrecorded=50_301)
+    result = diff_baselines(old, new)
+    assert (result.added, result.removed, result.content) == ([], [], [])
+    assert result.nodes_uncompared == 50_301
 
 
 def test_a_node_below_a_directory_unreadable_then_or_now_is_neither_added_nor_removed() -> None:
@@ -142,3 +154,53 @@ def test_a_node_below_a_directory_unreadable_then_or_now_is_neither_added_nor_re
     new = baseline({}, {b"": DIR, b"locked": DIR}, unread=unread)
     result = diff_baselines(old, new)
     assert result.removed == [] and b"locked/l" in result.unreadable
+
+
+def test_node_rows_a_damaged_or_forged_store_holds_are_left_out_not_raised_or_shown_whole(
+    tmp_path: Path,
+) -> None:
+    """Nothing read back from the store is trusted to be well-formed: a row whose name or target is
+    text, not bytes, whose mode, owner or device number is not a whole number in range, or whose target
+    is longer than any link can hold, is left out (it describes nothing a walk could record); the rows
+    beside it load as they were kept."""
+    store = Store.open(tmp_path / "s", Clock())
+    saved = store.save_baseline(baseline({}, {b"": DIR, b"etc/ok": link(b"/etc/passwd")}))
+    assert saved.ok and saved.id is not None
+    forged = [
+        ("etc/text-name", stat.S_IFLNK, 0o777, 0, 0, None, b"x"),
+        (b"etc/text-target", stat.S_IFLNK, 0o777, 0, 0, None, "x"),
+        (b"etc/int-target", stat.S_IFLNK, 0o777, 0, 0, None, 12345),
+        (7, stat.S_IFLNK, 0o777, 0, 0, None, b"x"),
+        (b"etc/mode-text", stat.S_IFDIR, "rwx", 0, 0, None, None),
+        (b"etc/mode-real", stat.S_IFDIR, 1.5, 0, 0, None, None),
+        (b"etc/mode-huge", stat.S_IFDIR, 1 << 40, 0, 0, None, None),
+        (b"etc/kind-text", "dir", 0o755, 0, 0, None, None),
+        (b"etc/owner-text", stat.S_IFDIR, 0o755, "root", 0, None, None),
+        (b"etc/owner-negative", stat.S_IFDIR, 0o755, -1, 0, None, None),
+        (b"etc/rdev-text", stat.S_IFCHR, 0o600, 0, 0, "1,3", None),
+        (b"etc/rdev-negative", stat.S_IFCHR, 0o600, 0, 0, -1, None),
+        (b"etc/huge-target", stat.S_IFLNK, 0o777, 0, 0, None, b"A" * 1_000_000),
+    ]
+    with sqlite3.connect(tmp_path / "s" / DB_NAME) as db:
+        db.executemany(
+            "INSERT INTO baseline_nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [(saved.id, *r) for r in forged]
+        )
+    loaded = store.load_baseline(saved.id)
+    assert loaded is not None and loaded.nodes == {b"": DIR, b"etc/ok": link(b"/etc/passwd")}
+
+
+def test_findings_of_files_and_nodes_together_are_listed_in_name_order() -> None:
+    """A directory made with a file and a link in it: the three added are named in order, the directory
+    first, as the removed and changed are; the text's first few and the full list follow this order."""
+    unread = {b"new/locked": Unread("could not be listed", directory=True)}
+    old = baseline(
+        {}, {b"": DIR, b"gone": DIR}, unread={b"gone": Unread("could not be listed", directory=True)}
+    )
+    new = baseline(
+        {b"new/file": FILE, b"gone/f": FILE},
+        {b"": DIR, b"new": DIR, b"new/link": link(b"x"), b"gone": DIR, b"gone/l": link(b"y")},
+        unread=unread,
+    )
+    result = diff_baselines(old, new)
+    assert result.added == [b"new", b"new/file", b"new/link"]
+    assert result.not_comparable == [b"gone/f", b"gone/l"]

@@ -229,3 +229,60 @@ async def test_a_baseline_an_older_sysmcp_recorded_still_compares_and_says_it_ho
             ).fetchall() == [(None,)]
     finally:
         state.configure(None)
+
+
+async def test_past_the_bound_every_link_is_compared_or_counted_as_not_compared(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both walks keep a few names and count the rest: every link re-pointed is either a finding or
+    among those the answer says were not compared, never passed over in silence under "Compared: ...
+    symbolic links (target, owner)". (The bound made small: 250,000 links cost seconds to make.)"""
+    monkeypatch.setattr("sysmcp.engine.hashing._treehash.MAX_NODES_KEPT", 4)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in range(6):
+        (tree / f"l{n}").symlink_to(f"t{n}")
+    await baseline(tree)
+    for n in range(6):
+        (tree / f"l{n}").unlink()
+        (tree / f"l{n}").symlink_to(f"/tmp/evil{n}")
+    output = await call(path=str(tree), since="1h")
+    integrity = output.structured["integrity"]
+    uncompared = integrity.get("links_and_directories_not_compared", 0)
+    assert uncompared >= 2 and integrity["content_changed"] + uncompared >= 6, output.text
+    assert (
+        f"\n  At least {uncompared} symbolic links, directories or special files not compared: the baseline or "
+        "the tree now held more than a baseline records (250,000).\n" in output.text + "\n"
+    ), output.text
+
+
+async def test_what_the_text_leaves_out_of_links_and_directories_is_counted_as_names_not_files(
+    tmp_path: Path, clock: Clock
+) -> None:
+    tree = tmp_path / "tree"
+    make(tree)
+    await baseline(tree)
+    (tree / "new").mkdir()
+    for n in range(3):
+        (tree / "new" / f"l{n}").symlink_to("/tmp")
+    output = await call(path=str(tree), since="1h", top_n=1)
+    assert f"\n  added: {tree}/new (a directory, mode " in output.text, output.text
+    assert "\n  … and 3 more names not shown\n" in output.text + "\n", output.text
+
+
+async def test_a_baseline_past_the_bound_says_how_many_links_and_directories_it_did_not_keep(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Told when the baseline is taken, not only when a later what_changed finds them not compared."""
+    monkeypatch.setattr("sysmcp.engine.hashing._treehash.MAX_NODES_KEPT", 4)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for n in range(6):
+        (tree / f"l{n}").symlink_to(f"t{n}")
+    output = await hash_tree(
+        validate_arguments(HASH_INPUT, {"path": str(tree), "baseline": True}), tool_context()
+    )
+    assert (
+        " 2 more symbolic links, directories or special files past what a baseline records (250,000) are "
+        "counted, not kept: what_changed does not compare them." in output.text
+    ), output.text
