@@ -30,6 +30,7 @@ SYS_DEV_BLOCK = "/sys/dev/block"  # major:minor → a block device's sysfs direc
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 (Linux)
 SYS_BLOCK = "/sys/block"  # the whole block devices, hardware and virtual (Linux; elsewhere smartctl --scan lists them)
 MDSTAT = "/proc/mdstat"  # md RAID arrays (Linux, with the md driver loaded)
+FILE_NR = "/proc/sys/fs/file-nr"  # the system's open files: in use, free, the table's size (Linux)
 KMSG = "/dev/kmsg"  # the kernel log, one record per read (Linux; root or dmesg_restrict=0)
 
 WSL_HINT = (
@@ -62,6 +63,28 @@ def has_proc_fd(proc: str = PROC) -> bool:
     """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened, and the
     open and deleted files of processes can be read); ``proc`` is where procfs is mounted."""
     return os.path.isdir(PROC_SELF_FD if proc == PROC else os.path.join(proc, "self", "fd"))
+
+
+def descriptors_in_use() -> int | None:
+    """How many descriptors this process holds now (``/proc/self/fd``; ``/dev/fd`` on macOS and the
+    BSDs), or None when they cannot be counted: no such directory, or no descriptor left to list it."""
+    for listing in (PROC_SELF_FD, "/dev/fd"):
+        try:
+            return len(os.listdir(listing)) - 1  # the listing's own descriptor is in it
+        except OSError:
+            continue
+    return None
+
+
+def open_files_in_system() -> tuple[int, int] | None:
+    """The system's table of open files: (in use, its size), from ``/proc/sys/fs/file-nr`` (Linux);
+    None elsewhere, or when it cannot be read."""
+    try:
+        with open(FILE_NR, "rb") as handle:
+            allocated, _, size = handle.read().split()
+        return int(allocated), int(size)
+    except (OSError, ValueError):
+        return None
 
 
 def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:

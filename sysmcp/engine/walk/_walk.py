@@ -50,6 +50,10 @@ from sysmcp.engine.walk._types import (
 
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
+# What opening a directory listed a moment ago says when it is no longer there as a directory: gone
+# (ENOENT), or swapped for a symlink (ELOOP; EMLINK on FreeBSD) or a file (ENOTDIR). Any other error
+# (denied, an I/O error, a filesystem's own refusal) leaves it there, unreadable.
+GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK})
 # The inode number of every btrfs subvolume's (and snapshot's) root directory (BTRFS_FIRST_FREE_OBJECTID).
 BTRFS_SUBVOLUME_ROOT = 256
 
@@ -480,7 +484,7 @@ class Scanner:
             if out_of_descriptors(exc):
                 self._stop = OutOfDescriptors(exc)
                 return None
-            if exc.errno in (errno.EACCES, errno.EPERM):
+            if exc.errno not in GONE:  # denied, or refused by the filesystem (EIO, a FUSE daemon's EMFILE)
                 self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
@@ -669,8 +673,8 @@ class Scanner:
                 self._stop = OutOfDescriptors(exc)
                 frame.partial = True
                 return False
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self.skipped.unreadable("/".join(reached))  # the component that denied access
+            if exc.errno not in GONE:
+                self.skipped.unreadable("/".join(reached))  # the component that denied or refused it
                 return False
         else:
             frame.fd = same(fd, frame.dev, frame.ino)
