@@ -30,7 +30,7 @@ from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.opens import S_IFMT
 from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_descriptors
-from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
+from sysmcp.engine.walk._mountpoints import MountPoint, holding, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
     S_IFDIR,
@@ -464,10 +464,8 @@ class Scanner:
         ``du -x`` leaves out too, and which the answer names as such, not as another filesystem."""
         if self._on_btrfs is None:
             table = self._mounts if self._mounts is not None else mount_table()
-            root = self.root.rstrip(b"/") + b"/"
-            holding = [m for m in table if root.startswith(m.point.rstrip(b"/") + b"/")]
-            deepest = max(holding, key=lambda m: len(m.point), default=None)
-            self._on_btrfs = deepest is not None and deepest.fstype == "btrfs"
+            mount = holding(table, self.root, self.root_dev)
+            self._on_btrfs = mount is not None and mount.fstype == "btrfs"
         return self._on_btrfs
 
     def _enter(self, parent: Frame, name: str, st: os.stat_result) -> Frame | None:
