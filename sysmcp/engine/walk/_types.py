@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from sysmcp.engine.walk._budget import out_of_descriptors
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# What opening a directory listed a moment ago says when it is no longer there as a directory: gone
+# (ENOENT), or swapped for a symlink (ELOOP; EMLINK on FreeBSD) or a file (ENOTDIR). Any other error
+# (denied, an I/O error, a filesystem's own refusal) leaves it there, unreadable.
+GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK})
 # An entry's kind: ``st_mode & S_IFMT`` (one mask, no call per entry), compared with these.
 S_IFDIR, S_IFREG, S_IFLNK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
 

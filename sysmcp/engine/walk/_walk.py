@@ -33,6 +33,7 @@ from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_des
 from sysmcp.engine.walk._mountpoints import MountPoint, holding, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
+    GONE,
     S_IFDIR,
     S_IFLNK,
     S_IFREG,
@@ -50,10 +51,6 @@ from sysmcp.engine.walk._types import (
 
 # Mount points that are pseudo whatever a container mounted on them (e.g. /dev as tmpfs).
 PSEUDO_MOUNT_POINTS = frozenset({b"/proc", b"/sys", b"/dev"})
-# What opening a directory listed a moment ago says when it is no longer there as a directory: gone
-# (ENOENT), or swapped for a symlink (ELOOP; EMLINK on FreeBSD) or a file (ENOTDIR). Any other error
-# (denied, an I/O error, a filesystem's own refusal) leaves it there, unreadable.
-GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK})
 # The inode number of every btrfs subvolume's (and snapshot's) root directory (BTRFS_FIRST_FREE_OBJECTID).
 BTRFS_SUBVOLUME_ROOT = 256
 
