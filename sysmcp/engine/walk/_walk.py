@@ -174,7 +174,11 @@ class Scanner:
                 self.apparent += st.st_size
             empty, deepest = self._config.empty_listings, self._deepest
             cancel, read, enter, finish = self.cancel, self._read, self._enter, self._finish
-            budget = self.fd_budget
+            budget, skipped = self.fd_budget, self.skipped
+            # The inode numbers of the directories the walk is inside of: one met again below itself (the
+            # device too, checked on the stack) is a bind mount of it made since the mount table was
+            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple.
+            inside = {frame.ino for frame in self._above(top)}
             try:
                 cancel()
                 if not top.listed:
@@ -193,9 +197,13 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
+                        if st.st_ino in inside and self._inside(top, st):
+                            skipped.add("directory_loop")
+                            continue
                         child = enter(top, name, st)
                         if child is None:
                             continue
+                        inside.add(st.st_ino)
                         stack.append(child)
                         if len(stack) > budget:
                             self._close(stack[-budget - 1])
@@ -204,6 +212,7 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
+                        inside.discard(top.ino)
                         finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:
@@ -218,6 +227,22 @@ class Scanner:
         finally:
             for frame in stack:
                 self._close(frame)
+
+    @staticmethod
+    def _above(frame: Frame) -> Generator[Frame, None, None]:
+        """``frame`` and the directories above it that this scanner knows: a handed-out subtree's
+        ``parent`` chain (the frames of the walk that gave it away), else ``frame`` alone."""
+        at: Frame | None = frame
+        while at is not None:
+            yield at
+            at = at.parent
+
+    def _inside(self, parent: Frame, st: os.stat_result) -> bool:
+        """Whether the directory ``st`` is ``parent`` or one above it (an inode number seen on the stack
+        may be another filesystem's)."""
+        stack = self._stack_ref or []
+        frames = (*stack, *self._above(stack[0])) if stack else tuple(self._above(parent))
+        return any(frame.ino == st.st_ino and frame.dev == st.st_dev for frame in frames)
 
     def _unlistable(self, frame: Frame, exc: OSError) -> None:
         """``frame``'s directory could not be listed: out of descriptors (listing takes one of its own)
