@@ -484,7 +484,8 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
         accounted = f"at least {accounted} ({plural(unknown, 'size')} unknown)"
     # A floor of what is accounted makes the difference a ceiling; a floor of what was walked (a partial
     # walk, directories it could not read), a floor; both: no bound at all.
-    low, short = unknown is not ABSENT, not re.complete or bool(re.skipped.get("unreadable"))
+    unread = re.skipped.get("unreadable", 0) + re.skipped.get("filesystem_error", 0)
+    low, short = unknown is not ABSENT, not re.complete or bool(unread)
     if low and short:
         said = "the difference cannot be told (sizes unknown, and not all of the data root walked)"
     else:
@@ -512,8 +513,9 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
             f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
             "each layer is counted once, where it lies)"
         )
-    if re.skipped.get("unreadable"):
-        lines.append(f"  {plural(re.skipped['unreadable'], 'directory')} could not be read: not counted")
+    unread = re.skipped.get("unreadable", 0) + re.skipped.get("filesystem_error", 0)
+    if unread:
+        lines.append(f"  {plural(unread, 'directory')} could not be read: not counted")
     return lines
 
 

@@ -70,7 +70,7 @@ class _Walk:
             try:
                 st = lstat(name, dir_fd=fd, follow_symlinks=False)
             except OSError as exc:
-                skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
                 continue
             kind = st.st_mode & S_IFMT
             if kind == S_IFDIR:
@@ -105,7 +105,7 @@ class _Walk:
             if exc.errno in GONE:
                 self.skipped.add("vanished")  # gone, or swapped for a symlink or a file: not followed
                 return None
-            self.skipped.unreadable(relative)
+            self.skipped.refused(exc, relative)
             fd = None
         for total in totals:
             total.apparent += st.st_size

@@ -350,7 +350,7 @@ class Scanner:
                         if len(files) == prune_at:
                             floor, block_floor = self._prune(files, floor, block_floor)
         except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("unreadable")
+            skipped.add("filesystem_error")
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0
@@ -426,7 +426,7 @@ class Scanner:
                     else:
                         skipped.add("special_file")
         except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("unreadable")
+            skipped.add("filesystem_error")
         self.entries += count
         frame.files += nfiles
         return listing
@@ -436,13 +436,14 @@ class Scanner:
 
         Permission denied there means the directory may be read but not searched (mode r without x):
         that directory is one unreadable directory, counted and named once, however many entries it
-        holds, as a directory that cannot be opened is. Gone: vanished; any other error: unreadable.
+        holds, as a directory that cannot be opened is. Gone: vanished; any other error: the
+        filesystem's (``SkipCounter.refused``).
         """
         if exc.errno in (errno.EACCES, errno.EPERM):
             if not denied:
                 self.skipped.unreadable(frame.relative)
             return True
-        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
         return denied
 
     def _prune(
@@ -505,7 +506,7 @@ class Scanner:
                 self._stop = OutOfDescriptors(exc)
                 return None
             if exc.errno not in GONE:  # denied, or refused by the filesystem (EIO, a FUSE daemon's EMFILE)
-                self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
+                self.skipped.refused(exc, f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
                 parent.dirs += 1
@@ -694,7 +695,7 @@ class Scanner:
                 frame.partial = True
                 return False
             if exc.errno not in GONE:
-                self.skipped.unreadable("/".join(reached))  # the component that denied or refused it
+                self.skipped.refused(exc, "/".join(reached))  # the component that denied or refused it
                 return False
         else:
             frame.fd = same(fd, frame.dev, frame.ino)

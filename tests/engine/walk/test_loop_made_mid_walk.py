@@ -55,7 +55,16 @@ def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice(tmp_path: P
     if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
         pytest.skip("cannot create a private mount namespace here")
     done = subprocess.run(
-        [unshare, "-m", "--propagation", "private", sys.executable, "-c", WALK_WHILE_A_LOOP_IS_MADE, str(tmp_path)],
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            WALK_WHILE_A_LOOP_IS_MADE,
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -67,11 +67,29 @@ def test_emfile_from_the_filesystem_is_not_this_process_out_of_descriptors(refus
     assert not out_of_descriptors(caught.value)
 
 
-def test_a_walk_names_the_directory_the_filesystem_refused_and_goes_on(refusing_mount: Path) -> None:
+def test_a_walk_counts_the_directory_the_filesystem_refused_and_goes_on(refusing_mount: Path) -> None:
     skipped = SkipCounter()
     scanner = Scanner(os.fsencode(refusing_mount), WalkOptions(), skipped)
     totals = {e.relative: e for e in scanner.events() if isinstance(e, SubtreeTotals)}
     assert scanner.stopped is None  # not "out of file descriptors ... raise ulimit -n"
-    assert skipped.as_dict() == {"unreadable": 1} and skipped.named == ["busy"]
+    assert skipped.as_dict() == {"filesystem_error": 1}
+    assert skipped.named == []  # answers say "permission denied on" the named ones: not this one
     assert not totals[""].partial
     assert totals[""].files == 2 and totals["ok"].files == 1  # f and ok/a: the walk went past busy
+
+
+@pytest.mark.anyio
+async def test_dir_usage_says_the_filesystem_refused_a_directory_never_permission_denied_nor_a_limit(
+    refusing_mount: Path,
+) -> None:
+    from tests.wire import result_text, spawn
+
+    async with spawn("--no-history", "--root", str(refusing_mount)) as wire:
+        await wire.initialize()
+        reply = await wire.call("dir_usage", {"path": str(refusing_mount)})
+    text = result_text(reply)
+    assert reply["result"]["isError"] is False, text
+    assert reply["result"]["structuredContent"]["complete"] is True, text
+    assert reply["result"]["structuredContent"]["skipped"] == {"filesystem_error": 1}, text
+    assert "1 filesystem error" in text, text
+    assert "permission denied" not in text and "ulimit" not in text and "PARTIAL" not in text, text
