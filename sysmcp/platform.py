@@ -66,14 +66,13 @@ def has_proc_fd(proc: str = PROC) -> bool:
 
 
 def descriptors_in_use() -> int | None:
-    """How many descriptors this process holds now (``/proc/self/fd``; ``/dev/fd`` on macOS and the
-    BSDs), or None when they cannot be counted: no such directory, or no descriptor left to list it."""
-    for listing in (PROC_SELF_FD, "/dev/fd"):
-        try:
-            return len(os.listdir(listing)) - 1  # the listing's own descriptor is in it
-        except OSError:
-            continue
-    return None
+    """How many descriptors this process holds now (``/proc/self/fd``, Linux), or None when they cannot
+    be counted: no /proc, or no descriptor left to list it. Not ``/dev/fd``: on FreeBSD without fdescfs
+    it shows 0, 1 and 2 whatever is open, and a count too low would read our limit as a file's error."""
+    try:
+        return len(os.listdir(PROC_SELF_FD)) - 1  # the listing's own descriptor is in it
+    except OSError:
+        return None
 
 
 def open_files_in_system() -> tuple[int, int] | None:
