@@ -3,7 +3,8 @@ own descriptors (or any filesystem with a reason of its own) answers: a test of 
 error. Run by a Python that has ``fusepy`` (Debian's python3-fusepy): ``python3 fuse_refusing.py MOUNTPOINT``;
 it prints ``ready`` once the kernel has initialised the mount, and serves until unmounted.
 
-Tree: ``f`` (4 bytes), ``ok/a`` (5 bytes), ``busy/b`` (never reached).
+Tree: ``f`` (4 bytes), ``ok/a`` (5 bytes), ``ok/refused`` (6 bytes, whose open EMFILE refuses too),
+``busy/b`` (never reached).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 
 from fusepy import FUSE, FuseOSError, Operations  # type: ignore[import-not-found]
 
-DIRS = {"/": ["ok", "busy", "f"], "/ok": ["a"], "/busy": ["b"]}
-FILES = {"/f": b"top\n", "/ok/a": b"okay\n", "/busy/b": b"hidden\n"}
-REFUSED = "/busy"
+DIRS = {"/": ["ok", "busy", "f"], "/ok": ["a", "refused"], "/busy": ["b"]}
+FILES = {"/f": b"top\n", "/ok/a": b"okay\n", "/ok/refused": b"never\n", "/busy/b": b"hidden\n"}
+REFUSED = frozenset({"/busy", "/ok/refused"})
 
 
 class Refusing(Operations):  # type: ignore[misc]
@@ -33,7 +34,12 @@ class Refusing(Operations):  # type: ignore[misc]
         raise FuseOSError(errno.ENOENT)
 
     def opendir(self, path: str) -> int:
-        if path == REFUSED:
+        if path in REFUSED:
+            raise FuseOSError(errno.EMFILE)
+        return 0
+
+    def open(self, path: str, flags: int) -> int:
+        if path in REFUSED:
             raise FuseOSError(errno.EMFILE)
         return 0
 

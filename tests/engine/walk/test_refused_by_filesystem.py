@@ -75,7 +75,7 @@ def test_a_walk_counts_the_directory_the_filesystem_refused_and_goes_on(refusing
     assert skipped.as_dict() == {"filesystem_error": 1}
     assert skipped.named == []  # answers say "permission denied on" the named ones: not this one
     assert not totals[""].partial
-    assert totals[""].files == 2 and totals["ok"].files == 1  # f and ok/a: the walk went past busy
+    assert totals[""].files == 3 and totals["ok"].files == 2  # f, ok/a, ok/refused: the walk went past busy
 
 
 @pytest.mark.anyio
@@ -93,3 +93,21 @@ async def test_dir_usage_says_the_filesystem_refused_a_directory_never_permissio
     assert reply["result"]["structuredContent"]["skipped"] == {"filesystem_error": 1}, text
     assert "1 filesystem error" in text, text
     assert "permission denied" not in text and "ulimit" not in text and "PARTIAL" not in text, text
+
+
+@pytest.mark.anyio
+async def test_hash_tree_says_the_filesystem_refused_a_file_not_that_the_server_ran_out(
+    refusing_mount: Path,
+) -> None:
+    from tests.wire import result_text, spawn
+
+    async with spawn("--no-history", "--root", str(refusing_mount)) as wire:
+        await wire.initialize()
+        reply = await wire.call("hash_tree", {"path": str(refusing_mount)})
+    text = result_text(reply)
+    structured = reply["result"]["structuredContent"]
+    assert reply["result"]["isError"] is False, text
+    assert structured["complete"] is True, text
+    assert [entry["path"] for entry in structured["unreadable"]] == ["ok/refused"], text
+    assert "the filesystem refused it" in structured["unreadable"][0]["error"], text
+    assert "ulimit" not in text and "PARTIAL" not in text, text
