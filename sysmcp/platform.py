@@ -31,6 +31,7 @@ CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"  # a container's CPU quota, cgroup v2 
 SYS_BLOCK = "/sys/block"  # the whole block devices, hardware and virtual (Linux; elsewhere smartctl --scan lists them)
 MDSTAT = "/proc/mdstat"  # md RAID arrays (Linux, with the md driver loaded)
 SYS_FS_BTRFS = "/sys/fs/btrfs"  # each mounted btrfs by its UUID: its devices and chunk allocation (Linux)
+FILE_NR = "/proc/sys/fs/file-nr"  # the system's open files: in use, free, the table's size (Linux)
 KMSG = "/dev/kmsg"  # the kernel log, one record per read (Linux; root or dmesg_restrict=0)
 
 WSL_HINT = (
@@ -63,6 +64,27 @@ def has_proc_fd(proc: str = PROC) -> bool:
     """``/proc/self/fd`` lists this process's descriptors (so an ``O_PATH`` one can be reopened, and the
     open and deleted files of processes can be read); ``proc`` is where procfs is mounted."""
     return os.path.isdir(PROC_SELF_FD if proc == PROC else os.path.join(proc, "self", "fd"))
+
+
+def descriptors_in_use() -> int | None:
+    """How many descriptors this process holds now (``/proc/self/fd``, Linux), or None when they cannot
+    be counted: no /proc, or no descriptor left to list it. Not ``/dev/fd``: on FreeBSD without fdescfs
+    it shows 0, 1 and 2 whatever is open, and a count too low would read our limit as a file's error."""
+    try:
+        return len(os.listdir(PROC_SELF_FD)) - 1  # the listing's own descriptor is in it
+    except OSError:
+        return None
+
+
+def open_files_in_system() -> tuple[int, int] | None:
+    """The system's table of open files: (in use, its size), from ``/proc/sys/fs/file-nr`` (Linux);
+    None elsewhere, or when it cannot be read."""
+    try:
+        with open(FILE_NR, "rb") as handle:
+            allocated, _, size = handle.read().split()
+        return int(allocated), int(size)
+    except (OSError, ValueError):
+        return None
 
 
 def fd_access_mode(proc: str | bytes, pid: int, fd: str | bytes) -> str:

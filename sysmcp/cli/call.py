@@ -127,7 +127,8 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
         return EXIT_PROBLEM  # a failing disk, as smartctl's exit status flags one
     if tool in ("hash_tree", "dir_usage"):  # as du and sha256sum exit 1 on what they could not read
         skipped = data.get("skipped")
-        unreadable_dirs = skipped.get("unreadable", 0) if isinstance(skipped, dict) else 0
+        said = skipped if isinstance(skipped, dict) else {}
+        unreadable_dirs = said.get("unreadable", 0) + said.get("filesystem_error", 0)
         if data.get("unreadable_count", 0) or unreadable_dirs:
             return EXIT_PROBLEM
     return EXIT_PARTIAL if partial else EXIT_OK

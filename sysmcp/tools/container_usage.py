@@ -17,6 +17,7 @@ import anyio
 
 from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
 from sysmcp.engine.paths import PATH_MAX, one_line, printable, within_roots
+from sysmcp.engine.walk import more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
@@ -183,11 +184,15 @@ class Reconciliation:
         "(a lower bound then, and difference_bytes an upper one); absent: none."
     )
     difference_bytes: int = prop("Walked minus accounted.")
-    complete: bool = prop("False when the walk stopped at its time budget.")
+    complete: bool = prop("False when the walk stopped early (stopped_reason says why).")
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
     skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
     parts_not_shown: Opt[int] = prop(
         "The data root's directories past those in parts, not named; absent: none."
+    )
+    stopped_reason: Opt[str] = prop(
+        "Why the walk stopped early: its time budget, or no file descriptor left (more time would stop at "
+        "the same directory; the reason says which limit to raise); absent: complete."
     )
 
 
@@ -347,6 +352,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             ],
             skipped=walked.skipped,
             parts_not_shown=max(walked.directories - len(walked.parts), 0) or ABSENT,
+            stopped_reason=walked.stopped or ABSENT,
         ),
         note=note,
         command=found.command or ABSENT,
@@ -464,14 +470,22 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
 
 
 def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
-    partial = "" if re.complete else " (walk stopped at its time budget: partial)"
+    partial = ""
+    if re.stopped_reason is not ABSENT:
+        timed = more_time_helps(re.stopped_reason)
+        partial = (
+            " (walk stopped at its time budget: partial)"
+            if timed
+            else f" (walk stopped, {re.stopped_reason}: partial)"
+        )
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
     if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor
         accounted = f"at least {accounted} ({plural(unknown, 'size')} unknown)"
     # A floor of what is accounted makes the difference a ceiling; a floor of what was walked (a partial
     # walk, directories it could not read), a floor; both: no bound at all.
-    low, short = unknown is not ABSENT, not re.complete or bool(re.skipped.get("unreadable"))
+    unread = re.skipped.get("unreadable", 0) + re.skipped.get("filesystem_error", 0)
+    low, short = unknown is not ABSENT, not re.complete or bool(unread)
     if low and short:
         said = "the difference cannot be told (sizes unknown, and not all of the data root walked)"
     else:
@@ -499,8 +513,9 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
             f"  {plural(mounts, 'mount')} inside not entered (running containers' overlay and shm mounts: "
             "each layer is counted once, where it lies)"
         )
-    if re.skipped.get("unreadable"):
-        lines.append(f"  {plural(re.skipped['unreadable'], 'directory')} could not be read: not counted")
+    unread = re.skipped.get("unreadable", 0) + re.skipped.get("filesystem_error", 0)
+    if unread:
+        lines.append(f"  {plural(unread, 'directory')} could not be read: not counted")
     return lines
 
 

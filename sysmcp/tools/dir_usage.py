@@ -133,7 +133,8 @@ class DirUsage:
     totals: Totals = prop()
     skipped: dict[str, int] = prop(
         "Entries left out, by reason: unreadable, other_filesystem, btrfs_subvolume, pseudo_filesystem, "
-        "excluded, special_file, vanished, directory_loop (a bind mount of a directory above it)."
+        "excluded, special_file, vanished, directory_loop (a bind mount of a directory above it), "
+        "filesystem_error (a directory the filesystem would not open or list: I/O error, a FUSE daemon's own)."
     )
     largest_files: list[LargeFile] = prop()
     files_not_shown: int = prop("Files (at least min_size) not listed.")

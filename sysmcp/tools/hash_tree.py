@@ -86,7 +86,7 @@ class HashTree:
     skipped: dict[str, int] = prop(
         "Entries left out of the walk by reason: excluded, symlink (never followed), special_file, "
         "other_filesystem, btrfs_subvolume, pseudo_filesystem, unreadable (directories), vanished, directory_loop (a bind "
-        "mount of a directory above it)."
+        "mount of a directory above it), filesystem_error (a directory the filesystem would not open or list)."
     )
     unreadable_count: int = prop("Files that could not be hashed.")
     unreadable: list[walking.PathError] = prop(

@@ -105,7 +105,15 @@ def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
 
 #: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').
 SKIP_NOUNS = frozenset(
-    {"other_filesystem", "btrfs_subvolume", "pseudo_filesystem", "special_file", "symlink", "directory_loop"}
+    {
+        "other_filesystem",
+        "btrfs_subvolume",
+        "pseudo_filesystem",
+        "special_file",
+        "symlink",
+        "directory_loop",
+        "filesystem_error",
+    }
 )
 
 

@@ -30,6 +30,7 @@ from sysmcp import platform
 from sysmcp.engine.calls import WAIT_S, StopFlag
 from sysmcp.engine.opens import FileSwap, NotRegularFile
 from sysmcp.engine.parallel import forked
+from sysmcp.engine.walk import out_of_descriptors
 
 #: Hashing threads for many files: hashlib and blake3 release the GIL, so each core can hash (at most 4).
 HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -256,6 +257,8 @@ def explain(exc: OSError) -> str:
         return NAME_TOO_LONG
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
+    if exc.errno in (errno.EMFILE, errno.ENFILE) and not out_of_descriptors(exc):  # a FUSE daemon's own limit
+        return f"the filesystem refused it: {exc.strerror} (its own limit, not this process's)"
     return exc.strerror or str(exc)
 
 

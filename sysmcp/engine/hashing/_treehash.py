@@ -118,8 +118,10 @@ class TreeHash:
         is named until the bound, so below it the names are the count (one refused twice, as when a
         handed-out directory is reopened, is one)."""
         named = len(self.skipped_named)
-        return self.unreadable_count + (
-            self.skipped.get("unreadable", 0) if named >= MAX_UNREADABLE_KEPT else named
+        return (
+            self.unreadable_count
+            + (self.skipped.get("unreadable", 0) if named >= MAX_UNREADABLE_KEPT else named)
+            + self.skipped.get("filesystem_error", 0)  # directories the filesystem refused: counted only
         )
 
 

@@ -137,16 +137,19 @@ class Parents:
 
     At most ``kept`` directories of a thread's path stay open besides "/" (its deepest ones), however
     deep the path: a path that leaves the kept ones for a shallower level is reached again by name from
-    the nearest directory still open, each step ``O_NOFOLLOW`` as ``open_parent`` takes it. No identity
-    is compared there: a kept descriptor only saves the steps, and the directory reached by name now is
-    the one ``open_parent`` would reach, by the same rules.
+    the nearest directory still open, each step ``O_NOFOLLOW`` as ``open_parent`` takes it, and each
+    must be the directory (device, inode) it was when first opened. Why: the deeper levels still open
+    are that first directory's, wherever it was moved since; a name that now holds another directory
+    (swapped in) would have the paths below it read in two different trees under one path. Such a
+    level raises ``DirectoryReplaced`` for every path below it, until the chain leaves it.
     """
 
     def __init__(self, kept: int = KEPT_LEVELS) -> None:
         self._kept = max(1, kept)
         self._local = threading.local()
-        # per thread: (component, descriptor), "/" first; None: closed to keep the bound, reached again by name
-        self._chains: list[list[tuple[bytes, int | None]]] = []
+        # per thread, "/" first: (component, descriptor, identity); descriptor None: closed to keep the bound,
+        # reached again by name, where it must still be identity, its (st_dev, st_ino) when it was closed
+        self._chains: list[list[Level]] = []
 
     def parent(self, path: bytes) -> tuple[int, bytes]:
         """``path``'s parent directory (kept open here: the caller must not close it) and its final name
@@ -160,15 +163,15 @@ class Parents:
         parts = [p for p in head.split(b"/") if p]
         if not path.startswith(b"/") or any(p in (b".", b"..") for p in parts):
             raise ValueError("Parents needs absolute, normalised paths")
-        chain: list[tuple[bytes, int | None]] | None = getattr(local, "chain", None)
+        chain: list[Level] | None = getattr(local, "chain", None)
         if chain is None:
-            chain = local.chain = [(b"/", os.open(b"/", _STEP))]
+            chain = local.chain = [(b"/", os.open(b"/", _STEP), None)]
             self._chains.append(chain)
         local.head = None
         kept = 1  # the components the chain shares with this directory, "/" included
         while kept < len(chain) and kept <= len(parts) and chain[kept][0] == parts[kept - 1]:
             kept += 1
-        for _, fd in chain[kept:]:
+        for _, fd, _ in chain[kept:]:
             if fd is not None:
                 os.close(fd)
         del chain[kept:]
@@ -178,10 +181,10 @@ class Parents:
         closing = len(chain) - self._kept  # the level whose descriptor the next step closes
         for name in parts[kept - 1 :]:  # an error leaves a shorter chain, still right, for the next path
             current = _step(name, current, _STEP)
-            chain.append((name, current))
+            chain.append((name, current, None))
             if closing > 0 and (fd := chain[closing][1]) is not None:
+                chain[closing] = (chain[closing][0], None, _identity(fd))
                 os.close(fd)
-                chain[closing] = (chain[closing][0], None)
             closing += 1
         local.head, local.fd = head, current
         return current, last or b"."
@@ -194,7 +197,7 @@ class Parents:
 
     def close(self) -> None:
         for chain in self._chains:
-            for _, fd in chain:
+            for _, fd, _ in chain:
                 if fd is not None:
                     os.close(fd)
             chain.clear()
@@ -202,25 +205,54 @@ class Parents:
         self._local = threading.local()
 
 
-def _reach_again(chain: list[tuple[bytes, int | None]]) -> int:
+#: One level of a ``Parents`` chain: its name, its descriptor (None: closed for the bound) and, once closed,
+#: its (st_dev, st_ino), which the directory reached again by that name must have.
+Level = tuple[bytes, int | None, tuple[int, int] | None]
+
+
+class DirectoryReplaced(OSError):
+    """A directory on the way, reached again by name, is another directory than the one first opened
+    there (renamed away, another put in its place): nothing below it is looked at through it."""
+
+    def __init__(self, name: bytes) -> None:
+        super().__init__(
+            errno.ESTALE,
+            "a directory on the way was replaced while the paths below it were read",
+            os.fsdecode(name),
+        )
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _reach_again(chain: list[Level]) -> int:
     """Open the chain's last directory again, step by step from the deepest one still open, holding one
-    descriptor on the way; on an error the chain ends at that open one (still right for the next path)."""
-    start = max(i for i, (_, fd) in enumerate(chain) if fd is not None)
+    descriptor on the way, each step the directory first opened there (else ``DirectoryReplaced``); on
+    an error the chain ends at that open one, so the next path below it is reached again and refused."""
+    start = max(i for i, (_, fd, _) in enumerate(chain) if fd is not None)
     current = chain[start][1]
     assert current is not None
     owned = False
     try:
-        for name, _ in chain[start + 1 :]:
+        for level, (name, _, identity) in enumerate(chain[start + 1 :], start + 1):
             following = _step(name, current, _STEP)
             if owned:
                 os.close(current)
             current, owned = following, True
+            if identity is not None and _identity(current) != identity:
+                del chain[level + 1 :]  # the replaced level stays, closed: every path below it is refused
+                raise DirectoryReplaced(name)
+    except DirectoryReplaced:
+        os.close(current)
+        raise
     except BaseException:
         if owned:
             os.close(current)
         del chain[start + 1 :]
         raise
-    chain[-1] = (chain[-1][0], current)
+    chain[-1] = (chain[-1][0], current, None)
     return current
 
 

@@ -288,7 +288,8 @@ def walk_filesystem(
         walked.stopped = walked.stopped or usage.stopped
         walked.elapsed += usage.elapsed
         walked.processes = max(walked.processes, usage.processes)
-        walked.unreadable += usage.skipped.as_dict().get("unreadable", 0)
+        said = usage.skipped.as_dict()
+        walked.unreadable += said.get("unreadable", 0) + said.get("filesystem_error", 0)
         walked.unreadable_named += [
             path
             for name in usage.skipped.named

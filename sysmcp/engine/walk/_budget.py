@@ -13,6 +13,8 @@ import resource  # imported with the walk: out of descriptors, an import could n
 import time
 from collections.abc import Callable
 
+from sysmcp import platform
+
 
 class ScanStopped(Exception):
     """Raised by a checkpoint to end a scan early but cleanly (a time budget ran out): the scanner
@@ -57,8 +59,31 @@ def more_time_helps(reason: str) -> bool:
 
 
 def out_of_descriptors(exc: OSError) -> bool:
-    """Whether ``exc`` says no descriptor was left (``OutOfDescriptors``), not anything about the file."""
-    return exc.errno in NO_DESCRIPTOR_LEFT
+    """Whether ``exc`` says no descriptor was left (``OutOfDescriptors``), not anything about the file.
+
+    Why the count: EMFILE and ENFILE are also what a filesystem may answer for reasons of its own (a
+    FUSE daemon out of its descriptors, a network filesystem's server): the kernel passes its errno
+    through. The limit is taken to be ours unless the count shows it far off: fewer descriptors held
+    than the limit less ``_near_limit`` (the system's table likewise for ENFILE). The margin covers what
+    other threads close between the failure and the count; a count that cannot be taken (no
+    descriptor left to list them with, no /proc) leaves the error read as ours.
+    """
+    if exc.errno == errno.EMFILE:
+        held = platform.descriptors_in_use()
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if held is None or limit == resource.RLIM_INFINITY:
+            return True
+        return held >= limit - _near_limit(limit)
+    if exc.errno == errno.ENFILE:
+        table = platform.open_files_in_system()
+        return table is None or table[0] >= table[1] - _near_limit(table[1])
+    return False
+
+
+def _near_limit(limit: int) -> int:
+    """How close to a limit counts as at it: an eighth of it, at least 64 (a pool's threads each
+    holding a few descriptors, closed and opened while the count is taken)."""
+    return max(64, limit // 8)
 
 
 class Budget:

@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sysmcp import platform
-from sysmcp.engine.mounts import KERNEL_TYPES, MOUNTINFO, parse_mountinfo, psutil_partitions
+from sysmcp.engine.mounts import (
+    KERNEL_TYPES,
+    MOUNTINFO,
+    Mount,
+    MountTable,
+    parse_mountinfo,
+    psutil_partitions,
+)
 from sysmcp.engine.walk._types import WalkOptions
 
 
@@ -24,6 +31,7 @@ class MountPoint:
     dev: int
     fstype: str
     mount_id: int = 0  # mountinfo's, as fdinfo's ``mnt_id`` names it (0: unknown)
+    parent_id: int = 0  # the mount it sits on (mountinfo's; 0: unknown): which of stacked mounts is on top
 
 
 UNKNOWN_DEV = -1  # a mount whose device number the table does not give: never equal to an st_dev
@@ -50,8 +58,31 @@ def mount_table(mountinfo: str = MOUNTINFO) -> list[MountPoint]:
     for mount in table.mounts:
         dev = mount.number(UNKNOWN_DEV)  # UNKNOWN_DEV: mountinfo gave no device number, left out
         if dev != UNKNOWN_DEV:
-            mounts.append(MountPoint(os.fsencode(mount.mount_point), dev, mount.fs_type, mount.mount_id))
+            point = os.fsencode(mount.mount_point)
+            mounts.append(MountPoint(point, dev, mount.fs_type, mount.mount_id, mount.parent_id))
     return mounts
+
+
+def holding(table: Sequence[MountPoint], path: bytes, st_dev: int | None = None) -> MountPoint | None:
+    """The mount that holds ``path`` (absolute), as ``MountTable.holding`` answers it for every other
+    tool: the deepest mount point containing it; of several stacked there, the one whose device is
+    ``st_dev``'s, else the one on top. Why through it: one rule for stacked mounts, not two."""
+    projected: dict[int, MountPoint] = {}
+    mounts = []
+    for point in table:
+        dev = "" if point.dev == UNKNOWN_DEV else f"{os.major(point.dev)}:{os.minor(point.dev)}"
+        mount = Mount(
+            os.fsdecode(point.point),
+            "",
+            point.fstype,
+            dev=dev,
+            mount_id=point.mount_id,
+            parent_id=point.parent_id,
+        )
+        projected[id(mount)] = point
+        mounts.append(mount)
+    found = MountTable(mounts, sys_dev_block="").holding(os.path.normpath(os.fsdecode(path)), st_dev)
+    return None if found is None else projected[id(found)]
 
 
 def mount_points_below(

@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
 from sysmcp.engine.opens import S_IFMT, open_path
-from sysmcp.engine.walk._budget import Budget, ScanStopped
+from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
-from sysmcp.engine.walk._types import DIR_FLAGS, S_IFDIR, S_IFLNK, S_IFREG, SkipCounter, WalkOptions
+from sysmcp.engine.walk._types import DIR_FLAGS, GONE, S_IFDIR, S_IFLNK, S_IFREG, SkipCounter, WalkOptions
 
 CHECK_EVERY = 1024  # entries between checkpoints inside one directory
 
@@ -53,6 +53,8 @@ class _Walk:
         try:
             names = os.listdir(fd)
         except OSError as exc:
+            if out_of_descriptors(exc):  # nothing about the directory: the walk stops, partial
+                raise OutOfDescriptors(exc) from None
             skipped.unlistable(exc, relative)
             return []
         mounted = self.mounts.get(relative)
@@ -68,7 +70,7 @@ class _Walk:
             try:
                 st = lstat(name, dir_fd=fd, follow_symlinks=False)
             except OSError as exc:
-                skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+                skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
                 continue
             kind = st.st_mode & S_IFMT
             if kind == S_IFDIR:
@@ -98,10 +100,12 @@ class _Walk:
         try:
             fd = os.open(name, DIR_FLAGS, dir_fd=parent)
         except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EPERM):
+            if out_of_descriptors(exc):
+                raise OutOfDescriptors(exc) from None
+            if exc.errno in GONE:
                 self.skipped.add("vanished")  # gone, or swapped for a symlink or a file: not followed
                 return None
-            self.skipped.unreadable(relative)
+            self.skipped.refused(exc, relative)
             fd = None
         for total in totals:
             total.apparent += st.st_size

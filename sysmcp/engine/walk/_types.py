@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from sysmcp.engine.walk._budget import out_of_descriptors
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# What opening a directory listed a moment ago says when it is no longer there as a directory: gone
+# (ENOENT), or swapped for a symlink (ELOOP; EMLINK on FreeBSD) or a file (ENOTDIR). Any other error
+# (denied, an I/O error, a filesystem's own refusal) leaves it there, unreadable.
+GONE = frozenset({errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EMLINK})
 # An entry's kind: ``st_mode & S_IFMT`` (one mask, no call per entry), compared with these.
 S_IFDIR, S_IFREG, S_IFLNK = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
 
@@ -52,11 +56,21 @@ class SkipCounter:
         self.name(relative)
 
     def unlistable(self, exc: OSError, relative: str) -> None:
-        """Count a directory that could not be listed: vanished (ENOENT), else unreadable and named."""
+        """Count a directory that could not be listed: vanished (ENOENT), else as ``refused``."""
         if exc.errno == errno.ENOENT:
             self._counts["vanished"] += 1
         else:
+            self.refused(exc, relative)
+
+    def refused(self, exc: OSError, relative: str) -> None:
+        """Count a directory that is there but could not be opened or listed: unreadable and named when
+        permission was denied (answers say "permission denied on" the named ones), else a
+        ``filesystem_error``: what the filesystem answered for reasons of its own (an I/O error, a
+        FUSE daemon's EMFILE), which no permission would change."""
+        if exc.errno in (errno.EACCES, errno.EPERM):
             self.unreadable(relative)
+        else:
+            self._counts["filesystem_error"] += 1
 
     def name(self, relative: str) -> None:
         if len(self._named) < self._limit and relative not in self._named:

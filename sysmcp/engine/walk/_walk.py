@@ -31,9 +31,10 @@ from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.opens import S_IFMT
 from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_descriptors
-from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
+from sysmcp.engine.walk._mountpoints import MountPoint, holding, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
+    GONE,
     S_IFDIR,
     S_IFLNK,
     S_IFREG,
@@ -190,7 +191,11 @@ class Scanner:
                 self.apparent += st.st_size
             empty, deepest = self._config.empty_listings, self._deepest
             cancel, read, enter, finish = self.cancel, self._read, self._enter, self._finish
-            budget = self.fd_budget
+            budget, skipped = self.fd_budget, self.skipped
+            # The inode numbers of the directories the walk is inside of: one met again below itself (the
+            # device too, checked on the stack) is a bind mount of it made since the mount table was
+            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple.
+            inside = {frame.ino for frame in self._above(top)}
             try:
                 cancel()
                 if not top.listed:
@@ -209,9 +214,13 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
+                        if st.st_ino in inside and self._inside(top, st):
+                            skipped.add("directory_loop")
+                            continue
                         child = enter(top, name, st)
                         if child is None:
                             continue
+                        inside.add(st.st_ino)
                         stack.append(child)
                         if len(stack) > budget:
                             self._close(stack[-budget - 1])
@@ -220,6 +229,7 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
+                        inside.discard(top.ino)
                         finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:
@@ -234,6 +244,22 @@ class Scanner:
         finally:
             for frame in stack:
                 self._close(frame)
+
+    @staticmethod
+    def _above(frame: Frame) -> Generator[Frame, None, None]:
+        """``frame`` and the directories above it that this scanner knows: a handed-out subtree's
+        ``parent`` chain (the frames of the walk that gave it away), else ``frame`` alone."""
+        at: Frame | None = frame
+        while at is not None:
+            yield at
+            at = at.parent
+
+    def _inside(self, parent: Frame, st: os.stat_result) -> bool:
+        """Whether the directory ``st`` is ``parent`` or one above it (an inode number seen on the stack
+        may be another filesystem's)."""
+        stack = self._stack_ref or []
+        frames = (*stack, *self._above(stack[0])) if stack else tuple(self._above(parent))
+        return any(frame.ino == st.st_ino and frame.dev == st.st_dev for frame in frames)
 
     def _unlistable(self, frame: Frame, exc: OSError) -> None:
         """``frame``'s directory could not be listed: out of descriptors (listing takes one of its own)
@@ -341,7 +367,7 @@ class Scanner:
                         if len(files) == prune_at:
                             floor, block_floor = self._prune(files, floor, block_floor)
         except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("unreadable")
+            skipped.add("filesystem_error")
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0
@@ -421,7 +447,7 @@ class Scanner:
                     if nodes is not None and (node := _node(prefix, name, st, fd)) is not None:
                         nodes.append(node)
         except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("unreadable")
+            skipped.add("filesystem_error")
         self.entries += count
         frame.files += nfiles
         return listing
@@ -431,13 +457,14 @@ class Scanner:
 
         Permission denied there means the directory may be read but not searched (mode r without x):
         that directory is one unreadable directory, counted and named once, however many entries it
-        holds, as a directory that cannot be opened is. Gone: vanished; any other error: unreadable.
+        holds, as a directory that cannot be opened is. Gone: vanished; any other error: the
+        filesystem's (``SkipCounter.refused``).
         """
         if exc.errno in (errno.EACCES, errno.EPERM):
             if not denied:
                 self.skipped.unreadable(frame.relative)
             return True
-        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "unreadable")
+        self.skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
         return denied
 
     def _prune(
@@ -481,10 +508,8 @@ class Scanner:
         ``du -x`` leaves out too, and which the answer names as such, not as another filesystem."""
         if self._on_btrfs is None:
             table = self._mounts if self._mounts is not None else mount_table()
-            root = self.root.rstrip(b"/") + b"/"
-            holding = [m for m in table if root.startswith(m.point.rstrip(b"/") + b"/")]
-            deepest = max(holding, key=lambda m: len(m.point), default=None)
-            self._on_btrfs = deepest is not None and deepest.fstype == "btrfs"
+            mount = holding(table, self.root, self.root_dev)
+            self._on_btrfs = mount is not None and mount.fstype == "btrfs"
         return self._on_btrfs
 
     def _enter(self, parent: Frame, name: str, st: os.stat_result) -> Frame | None:
@@ -501,8 +526,8 @@ class Scanner:
             if out_of_descriptors(exc):
                 self._stop = OutOfDescriptors(exc)
                 return None
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self.skipped.unreadable(f"{parent.relative}/{name}" if parent.relative else name)
+            if exc.errno not in GONE:  # denied, or refused by the filesystem (EIO, a FUSE daemon's EMFILE)
+                self.skipped.refused(exc, f"{parent.relative}/{name}" if parent.relative else name)
                 parent.apparent += st.st_size  # du counts an unreadable directory's own size
                 parent.disk += st.st_blocks * 512
                 parent.dirs += 1
@@ -690,8 +715,8 @@ class Scanner:
                 self._stop = OutOfDescriptors(exc)
                 frame.partial = True
                 return False
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                self.skipped.unreadable("/".join(reached))  # the component that denied access
+            if exc.errno not in GONE:
+                self.skipped.refused(exc, "/".join(reached))  # the component that denied or refused it
                 return False
         else:
             frame.fd = same(fd, frame.dev, frame.ino)

@@ -389,3 +389,28 @@ def test_a_child_forked_after_blake3s_pool_started_still_hashes_a_big_file() -> 
         os._exit(0 if child.hexdigest() == expected else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_file_below_a_directory_swapped_since_its_level_was_closed_is_unreadable_not_the_other_ones(
+    tmp_path: Path,
+) -> None:
+    """Confined verification keeps the deepest levels open (``Parents``) and reaches a closed one again by
+    name: a directory renamed in there since is another tree, whose file would be judged under the
+    manifest's path. It is unreadable, with why, and the check of it can be asked again."""
+    from sysmcp.engine.hashing._verdicts import UNREADABLE_CODE, look
+    from sysmcp.engine.opens import Parents
+
+    a = tmp_path / "r" / "a"
+    deep = a / "b" / "c" / "d" / "deep"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(b"first")
+    (a / "shallow").write_bytes(b"first")
+    with Parents(kept=2) as parents:
+        assert isinstance(look(os.fsencode(deep), parents), os.stat_result)
+        a.rename(a.with_name("a-before"))
+        a.mkdir()
+        (a / "shallow").write_bytes(b"another")
+        found = look(os.fsencode(a / "shallow"), parents)
+        assert not isinstance(found, os.stat_result), "the other directory's file was looked at"
+        code, detail, _ = found
+        assert code == UNREADABLE_CODE and "replaced" in detail

@@ -112,3 +112,66 @@ def test_the_descriptor_limit_of_a_common_desktop_does_not_stop_a_path_thousands
             return os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_size
 
     assert under_limit(size_of_the_deepest_file, COMMON_LIMIT) == "7"
+
+
+def deep_and_shallow(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """``r/a/b/c/d/deep`` and ``r/a/shallow``: with two levels kept, reaching ``r/a`` again after
+    ``deep`` is a re-reach by name of a level closed for the bound."""
+    a = tmp_path / "r" / "a"
+    deep = a / "b" / "c" / "d" / "deep"
+    deep.parent.mkdir(parents=True)
+    deep.write_bytes(b"first a")
+    (a / "shallow").write_bytes(b"first a")
+    return a, deep, a / "shallow"
+
+
+def swap_for_another_directory(a: Path) -> None:
+    """``a`` renamed aside and another directory put in its place, holding a ``shallow`` of its own."""
+    a.rename(a.with_name("a-before"))
+    (a / "b" / "c").mkdir(parents=True)
+    (a / "shallow").write_bytes(b"another a")
+    (a / "b" / "c" / "f").write_bytes(b"another a")
+
+
+def test_a_level_swapped_for_another_directory_is_not_reached_again_in_its_place(tmp_path: Path) -> None:
+    """A level closed for the bound is reached again by name: if the name now holds another directory
+    (renamed in since it was first opened), its entries would be read as the first one's."""
+    a, deep, shallow = deep_and_shallow(tmp_path)
+    with Parents(kept=2) as parents:
+        parents.parent(os.fsencode(deep))
+        swap_for_another_directory(a)
+        with pytest.raises(OSError) as changed:
+            parents.parent(os.fsencode(shallow))
+        assert changed.value.errno == errno.ESTALE
+        assert "replaced" in str(changed.value)
+        with pytest.raises(OSError) as again:  # every path below it, not only the first one asked for
+            parents.parent(os.fsencode(a / "b" / "c" / "f"))
+        assert again.value.errno == errno.ESTALE
+        dir_fd, last = parents.parent(
+            os.fsencode(a.with_name("a-before") / "shallow")
+        )  # another path: reached
+        assert os.stat(last, dir_fd=dir_fd).st_size == len(b"first a")
+
+
+def test_a_level_swapped_for_a_symlink_to_another_directory_is_refused(tmp_path: Path) -> None:
+    a, deep, shallow = deep_and_shallow(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "shallow").write_bytes(b"outside")
+    with Parents(kept=2) as parents:
+        parents.parent(os.fsencode(deep))
+        a.rename(a.with_name("a-before"))
+        a.symlink_to(elsewhere)
+        with pytest.raises(OSError) as refused:
+            parents.parent(os.fsencode(shallow))
+        assert refused.value.errno == errno.ELOOP
+
+
+def test_a_level_renamed_away_and_back_is_reached_again_as_the_same_directory(tmp_path: Path) -> None:
+    a, deep, shallow = deep_and_shallow(tmp_path)
+    with Parents(kept=2) as parents:
+        parents.parent(os.fsencode(deep))
+        a.rename(a.with_name("a-aside"))
+        a.with_name("a-aside").rename(a)
+        dir_fd, last = parents.parent(os.fsencode(shallow))
+        assert os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_ino == shallow.stat().st_ino

@@ -36,3 +36,23 @@ def test_a_walk_out_of_descriptors_stops_partial_and_names_the_limit(deep_path: 
     assert stopped is not None and "out of file descriptors" in stopped and f"limit of {limit:,}" in stopped
     assert skipped == {}  # nothing called unreadable or vanished
     assert roots == 1 and 0 < dirs < 200  # the root's totals: what was seen, marked partial by stopped
+
+
+def test_a_totals_walk_out_of_descriptors_stops_partial_never_calls_a_directory_unreadable(
+    deep_path: Path,
+) -> None:
+    """``walk_totals`` (container_usage's reconciliation) holds a descriptor per level: a tree deeper than
+    the limit gave totals that looked complete, less everything below, with one directory 'unreadable'."""
+    from sysmcp.engine.walk import walk_totals
+
+    levels = nest(deep_path, 200)
+    put(deep_path, f"{levels[-1]}/f", b"deepest")
+    limit = lowest_free_descriptor() + ROOM
+
+    def walk() -> str:
+        _, _, stopped, skipped = walk_totals(str(deep_path), 60, lambda entries, apparent: None, lambda: None)
+        return json.dumps([stopped, skipped.as_dict()])
+
+    stopped, skipped = json.loads(under_limit(walk, limit))
+    assert stopped is not None and f"limit of {limit:,}" in stopped
+    assert skipped == {}
