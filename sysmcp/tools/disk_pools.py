@@ -104,9 +104,10 @@ class BtrfsChunks:
     )
 
 
-def btrfs_chunks(devices: Sequence[str]) -> dict[str, Allocation]:
-    """The chunk allocation of each btrfs mount source the kernel shows one for (in a worker: sysfs)."""
-    found = {device: btrfs_allocation(device) for device in dict.fromkeys(devices)}
+def btrfs_chunks(mounts: Sequence[tuple[str, str]]) -> dict[str, Allocation]:
+    """The chunk allocation of each btrfs mount source the kernel shows one for, by source (in a
+    worker: sysfs, and an ioctl on the mount point). ``mounts``: (source, mount point)."""
+    found = {device: btrfs_allocation(device, mount_point=point) for device, point in dict(mounts).items()}
     return {device: allocation for device, allocation in found.items() if allocation is not None}
 
 
@@ -129,30 +130,39 @@ def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
     """The warning for a btrfs whose metadata is full and cannot grow, with the steps an admin takes
     (None when it is not): a balance compacts half-empty data chunks into fewer, giving their device
     bytes back to unallocated, where metadata can grow; with metadata full, the balance itself has no
-    room to work in, so a device is added for the while (or files deleted) first."""
+    room to work in, so a device is added for the while (or files deleted) first: as many devices as a
+    metadata chunk of its profile spans (two for RAID1, where one added device leaves no room)."""
     if not allocation.stuck:
         return None
     point, word = printable(mount_point), shell_word(mount_point)
     meta = allocation.of("metadata")
     data = allocation.of("data")
     assert meta is not None
+    count = allocation.metadata_devices
+    added = (
+        "a device"
+        if count == 1
+        else f"{_NUMBERS.get(count, str(count))} devices (a {meta.profile.upper()} metadata chunk needs room on "
+        f"{_NUMBERS.get(count, str(count))})"
+    )
+    devices = "DEVICE" if count == 1 else " ".join(f"DEVICE{n}" for n in range(1, count + 1))
     text = (
-        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: every device "
-        f"byte is allocated to chunks ({human_bytes(allocation.unallocated)} unallocated of "
+        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: its devices "
+        f"have no room for another metadata chunk ({human_bytes(allocation.unallocated)} unallocated of "
         f"{human_bytes(allocation.device_size)}), so creating files fails with ENOSPC"
     )
     if data is None or not allocation.balance_helps:
         return text + (
             ", and the data chunks are full too: the filesystem is full. Next: delete files or snapshots, "
-            f"or grow it: btrfs device add DEVICE {word}."
+            f"or grow it by {added}: btrfs device add {devices} {word}."
         )
     return text + (
         f" although df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
         f"({human_bytes(data.used)} used of {human_bytes(data.size)}) that metadata cannot use. Next: "
         f"btrfs balance start -dusage=10 {word}, then 25, 50, compacts data chunks and gives their space "
-        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with a "
-        f"device added for the while (btrfs device add DEVICE {word}, the balance, then btrfs device "
-        f"remove DEVICE {word}), or delete files or snapshots first."
+        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with "
+        f"{added} added for the while (btrfs device add {devices} {word}, the balance, then btrfs device "
+        f"remove {devices} {word}), or delete files or snapshots first."
     )
 
 
@@ -253,6 +263,9 @@ def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
                 f"(zfs set {which}=SIZE {shell_word(dataset)}) or free space inside it.",
             )
     return list(lines.values())
+
+
+_NUMBERS = {2: "two", 3: "three", 4: "four"}
 
 
 class FilesystemPool(NamedTuple):
