@@ -182,6 +182,9 @@ class ZfsPool:
     refquota_bytes: int | None = prop()
     reservation_bytes: int | None = prop()
     refreservation_bytes: int | None = prop()
+    held_by: Literal["quota", "refquota"] | None = prop(
+        "The dataset's own limit that leaves it the room it has (null: its pool's room, or a parent's quota)."
+    )
 
 
 ZFS_TIMEOUT = 5.0  # seconds zpool and zfs are given
@@ -202,6 +205,7 @@ def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
         if limits is None
         else (limits.quota, limits.refquota, limits.reservation, limits.refreservation)
     )
+    held_by = cast("Literal['quota', 'refquota'] | None", None if limits is None else limits.held_by)
     return ZfsPool(
         pool.name,
         pool.size,
@@ -215,6 +219,7 @@ def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
         refquota,
         reservation,
         refreservation,
+        held_by,
     )
 
 
@@ -245,7 +250,7 @@ def _pool_warning(part: ZfsPool) -> str | None:
 
 def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
     """The warnings that lead the answer: each pool at or over the threshold or not ONLINE once (those
-    not ONLINE first), then each dataset full at its quota while its pool has room. ``rows``: (mount point, dataset, its
+    not ONLINE first), then each dataset full at its own quota (``held_by``) while its pool has room. ``rows``: (mount point, dataset, its
     pool, whether the filesystem is over the space alert)."""
     lines: dict[str, str] = {}
     for _, _, part, _ in sorted(rows, key=lambda row: row[2].health == "ONLINE"):  # the sick pools first
@@ -253,9 +258,9 @@ def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
         if warning is not None:
             lines.setdefault(f"pool {part.pool}", warning)
     for point, dataset, part, alerted in rows:
-        limit = min((q for q in (part.quota_bytes, part.refquota_bytes) if q), default=None)
-        if alerted and limit is not None and (part.free_bytes or 0) > 0:
-            which = "quota" if limit == part.quota_bytes else "refquota"
+        which = part.held_by
+        limit = part.quota_bytes if which == "quota" else part.refquota_bytes
+        if alerted and which is not None and limit is not None and (part.free_bytes or 0) > 0:
             lines.setdefault(
                 f"quota {dataset}",
                 f"⚠ {printable(point)} (ZFS {printable(dataset)}) is full at its {which} of {human_bytes(limit)} "

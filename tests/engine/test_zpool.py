@@ -28,6 +28,7 @@ def test_zfs_list_gives_each_datasets_quotas_and_reservations_none_as_null() -> 
     assert (home.quota, home.refquota, home.reservation, home.refreservation) == (100 * GiB, None, None, None)
     assert home.available == 544145408
     assert limits["backup/db"].reservation == 10 * GiB and limits["backup/db"].quota is None
+    assert home.held_by == "quota" and limits["backup/db"].held_by is None
 
 
 @pytest.mark.parametrize(

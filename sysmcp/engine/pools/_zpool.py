@@ -17,7 +17,7 @@ from sysmcp.engine.commands import BadOutput, CommandMissing, run_command
 
 Runner = Callable[[list[str], float], str]
 ZPOOL_COLUMNS = "name,size,allocated,free,fragmentation,capacity,health"
-ZFS_LIMIT_COLUMNS = "name,used,available,quota,refquota,reservation,refreservation"
+ZFS_LIMIT_COLUMNS = "name,used,available,referenced,quota,refquota,reservation,refreservation"
 #: At this capacity or more a pool is flagged: ZFS finds free blocks slowly and fragments past it
 #: (OpenZFS switches its allocator to best-fit near 96 %, and writes slow well before).
 ZPOOL_FULL_PERCENT = 80
@@ -50,12 +50,28 @@ class ZfsLimits:
     """A dataset's limits; None where it has none."""
 
     name: str
-    used: int
+    used: int  # with its descendants and snapshots: what its quota counts
     available: int
+    referenced: int  # its own data: what its refquota counts
     quota: int | None
     refquota: int | None
     reservation: int | None
     refreservation: int | None
+
+    @property
+    def held_by(self) -> str | None:
+        """'quota' or 'refquota' where that limit is what leaves the dataset the room it has (ZFS gives
+        ``available`` as the limit less what it counts, when that is the least): None where the pool,
+        or a parent's quota, holds it to less, and raising its own limit would give nothing."""
+        reached = [
+            (limit, name)
+            for name, limit, counted in (
+                ("quota", self.quota, self.used),
+                ("refquota", self.refquota, self.referenced),
+            )
+            if limit and counted + self.available >= limit - limit // 100
+        ]
+        return min(reached)[1] if reached else None
 
 
 @dataclass(slots=True)
@@ -103,10 +119,14 @@ def parse_zpool_list(text: str) -> list[ZPool]:
 def parse_zfs_limits(text: str) -> list[ZfsLimits]:
     """``zfs list -Hp -o ZFS_LIMIT_COLUMNS``: 0 (-p's 'none') is no limit."""
     found = []
-    for name, *cells in _rows(text, 7, "zfs list"):
-        used, available, *limits = (_figure(v, "zfs list") for v in cells)
+    for name, *cells in _rows(text, 8, "zfs list"):
+        used, available, referenced, *limits = (_figure(v, "zfs list") for v in cells)
         quota, refquota, reservation, refreservation = (limit or None for limit in limits)
-        found.append(ZfsLimits(name, used or 0, available or 0, quota, refquota, reservation, refreservation))
+        found.append(
+            ZfsLimits(
+                name, used or 0, available or 0, referenced or 0, quota, refquota, reservation, refreservation
+            )
+        )
     return found
 
 
