@@ -133,7 +133,7 @@ def _number(path: str) -> int | None:
             text = handle.read().strip()
     except (OSError, ValueError):
         return None
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() else None
 
 
 def _profile(directory: str) -> str:

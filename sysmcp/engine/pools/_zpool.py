@@ -10,6 +10,7 @@ list -Hp -o ZFS_LIMIT_COLUMNS DATASET…`` ('none' written as 0) are parsed apar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,8 +23,9 @@ ZFS_LIMIT_COLUMNS = "name,used,available,referenced,quota,refquota,reservation,r
 #: (OpenZFS switches its allocator to best-fit near 96 %, and writes slow well before).
 ZPOOL_FULL_PERCENT = 80
 #: Health states (zpool(8)): ONLINE is whole; DEGRADED runs on lost redundancy; FAULTED, UNAVAIL,
-#: SUSPENDED, REMOVED, OFFLINE cannot serve I/O.
-HEALTH = ("ONLINE", "DEGRADED", "FAULTED", "OFFLINE", "REMOVED", "UNAVAIL", "SUSPENDED")
+#: SUSPENDED, REMOVED, OFFLINE cannot serve I/O. libzfs also says SPLIT and UNKNOWN, so any word in
+#: capitals is read as a health (not ONLINE: unhealthy), lest one odd pool lose every pool's figures.
+HEALTH_WORD = re.compile(r"[A-Z][A-Z_]{0,31}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,7 @@ class ZfsPools:
 def _figure(value: str, command: str) -> int | None:
     if value == "-":
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise BadOutput(f"{command} gave {value[:40]!r} where -p gives a number", reason="zfs")
     return int(value)
 
@@ -107,7 +109,7 @@ def parse_zpool_list(text: str) -> list[ZPool]:
     """``zpool list -Hp -o ZPOOL_COLUMNS``."""
     pools = []
     for name, *figures, health in _rows(text, 7, "zpool list"):
-        if health not in HEALTH:
+        if not HEALTH_WORD.fullmatch(health):
             raise BadOutput(f"zpool list gave the health {health[:20]!r}", reason="zfs")
         size, allocated, free, fragmentation, capacity = (_figure(v, "zpool list") for v in figures)
         if (capacity is not None and capacity > 100) or (fragmentation is not None and fragmentation > 100):
