@@ -146,22 +146,27 @@ def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
         f"{_NUMBERS.get(count, str(count))})"
     )
     devices = "DEVICE" if count == 1 else " ".join(f"DEVICE{n}" for n in range(1, count + 1))
+    spare = "an empty spare" if count == 1 else "empty spares"
+    left = human_bytes(max(meta.size - meta.used - allocation.global_reserve, 0))
     text = (
-        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: its devices "
-        f"have no room for another metadata chunk ({human_bytes(allocation.unallocated)} unallocated of "
-        f"{human_bytes(allocation.device_size)}), so creating files fails with ENOSPC"
+        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full ({left} left) and cannot grow: "
+        f"its devices have no room for another metadata chunk ({human_bytes(allocation.unallocated)} "
+        f"unallocated of {human_bytes(allocation.device_size)}), so creating files fails with ENOSPC once "
+        "that is used"
     )
     if data is None or not allocation.balance_helps:
         return text + (
             ", and the data chunks are full too: the filesystem is full. Next: delete files or snapshots, "
-            f"or grow it by {added}: btrfs device add {devices} {word}."
+            f"or grow it by {added}: btrfs device add {devices} {word} ({spare}: btrfs device add overwrites "
+            "what is on it)."
         )
     return text + (
-        f" although df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
+        f", though df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
         f"({human_bytes(data.used)} used of {human_bytes(data.size)}) that metadata cannot use. Next: "
         f"btrfs balance start -dusage=10 {word}, then 25, 50, compacts data chunks and gives their space "
         "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with "
-        f"{added} added for the while (btrfs device add {devices} {word}, the balance, then btrfs device "
+        f"{added} added for the while ({spare} that {'stays' if count == 1 else 'stay'} attached until the remove ends: btrfs device add "
+        f"overwrites what is on it; btrfs device add {devices} {word}, the balance, then btrfs device "
         f"remove {devices} {word}), or delete files or snapshots first."
     )
 
