@@ -638,12 +638,14 @@ class DiskUsage:
         datasets = [os.fsdecode(e.mount.device) for e in entries if _is_zfs(e) and e.figures is not None]
         if not datasets:
             return None, []
-        try:
-            return await anyio.to_thread.run_sync(self.zfs, datasets, abandon_on_cancel=True), []
-        except EngineError as exc:
-            from sysmcp.tools.errors import words
+        from sysmcp.tools.errors import words
 
+        try:
+            found = await anyio.to_thread.run_sync(self.zfs, datasets, abandon_on_cancel=True)
+        except EngineError as exc:
             return None, [f"ZFS pools not read: {words(exc)}."]
+        fault = None if found is None else found.limits_fault
+        return found, [] if fault is None else [f"ZFS dataset limits not read: {words(fault)}."]
 
     def _answer(
         self,

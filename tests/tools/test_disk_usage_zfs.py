@@ -125,3 +125,20 @@ async def test_a_refquota_reached_is_named_as_the_limit() -> None:
     usage = FakeUsage({"/": stats(100, 10), "/vm": stats(40, 40, 0)})
     text, _ = await call(handler(usage, [ROOT, mount], refquota), path="/vm")
     assert "is full at its refquota of 40.0 GiB" in text and "zfs set refquota=SIZE tank/vm" in text, text
+
+
+async def test_a_zfs_list_that_fails_still_leaves_the_pools_health_leading_the_answer() -> None:
+    # zfs list exits 1 when one dataset it is named is gone (destroyed, renamed since the mount table
+    # was read): the pools zpool did read still speak, and the failure is named once
+    def vanished(argv: list[str], timeout: float) -> str:
+        if argv[0] == "zpool":
+            return ZPOOL_LIST
+        raise CommandFailed(
+            "zfs list -Hp failed: cannot open 'backup/db': dataset does not exist", reason="failed", argv=argv
+        )
+
+    text, structured = await call(handler(USAGE, [ROOT, HOME, DB], vanished))
+    assert text.splitlines()[0].startswith("⚠ ZFS pool backup is DEGRADED"), text
+    assert by_point(structured)["/srv/db"]["zfs"]["pool"] == "backup"
+    assert by_point(structured)["/srv/db"]["zfs"]["quota_bytes"] is None
+    assert text.count("dataset does not exist") == 1 and "ZFS pools not read" not in text, text

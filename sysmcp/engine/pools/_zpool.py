@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp.engine.commands import BadOutput, CommandMissing, run_command
+from sysmcp.engine.faults import EngineError
 
 Runner = Callable[[list[str], float], str]
 ZPOOL_COLUMNS = "name,size,allocated,free,fragmentation,capacity,health"
@@ -80,6 +81,7 @@ class ZfsLimits:
 class ZfsPools:
     pools: dict[str, ZPool] = field(default_factory=dict)
     limits: dict[str, ZfsLimits] = field(default_factory=dict)
+    limits_fault: EngineError | None = None  # why zfs list gave no limits (the pools stand)
 
     def pool_of(self, dataset: str) -> ZPool | None:
         return self.pools.get(dataset.split("/", 1)[0].split("@", 1)[0])
@@ -134,15 +136,20 @@ def parse_zfs_limits(text: str) -> list[ZfsLimits]:
 
 def zfs_pools(datasets: Sequence[str], timeout: float, run: Runner = run_command) -> ZfsPools | None:
     """Every pool (one ``zpool list``) and the limits of ``datasets`` (one ``zfs list``); None when
-    there is no zpool or zfs command (no ZFS here: nothing to say). Other faults are raised."""
+    there is no zpool command (no ZFS here: nothing to say). zpool's other faults are raised; a zfs
+    list that fails (it exits 1 when one dataset it is named is gone) leaves the pools standing, its
+    fault in ``limits_fault``."""
     wanted = list(dict.fromkeys(datasets))
     try:
         pools = parse_zpool_list(run(["zpool", "list", "-Hp", "-o", ZPOOL_COLUMNS], timeout))
-        limits = (
-            parse_zfs_limits(run(["zfs", "list", "-Hp", "-o", ZFS_LIMIT_COLUMNS, *wanted], timeout))
-            if wanted
-            else []
-        )
     except CommandMissing:
         return None
-    return ZfsPools({p.name: p for p in pools}, {limit.name: limit for limit in limits})
+    found = ZfsPools({p.name: p for p in pools})
+    if wanted:
+        try:
+            limits = parse_zfs_limits(run(["zfs", "list", "-Hp", "-o", ZFS_LIMIT_COLUMNS, *wanted], timeout))
+        except EngineError as exc:
+            found.limits_fault = exc
+        else:
+            found.limits = {limit.name: limit for limit in limits}
+    return found
