@@ -94,7 +94,7 @@ class ChunkType:
 class BtrfsChunks:
     """How a btrfs filesystem's devices are allocated to chunks: metadata grows only into unallocated."""
 
-    device_bytes: int = prop("Its devices' sizes, added up.")
+    device_bytes: int = prop("The bytes btrfs uses of its devices, added up.")
     unallocated_bytes: int = prop("Device bytes in no chunk.")
     types: list[ChunkType] = prop()
     global_reserve_bytes: int = prop("Metadata btrfs keeps back for itself.")
