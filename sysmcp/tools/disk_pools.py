@@ -248,7 +248,8 @@ def _pool_warning(part: ZfsPool) -> str | None:
         said.append(
             f"is {part.capacity_percent} % full{free}{frag}: at {ZPOOL_FULL_PERCENT} % or more ZFS writes "
             f"slow down and fragment; free space (zfs list -t snapshot -o name,used -s used -r {word} names the "
-            "snapshots that hold most) or add a vdev"
+            "snapshots that hold most) or add a vdev of the same redundancy as its others (a lone disk added "
+            "to a mirror or raidz pool loses the whole pool when it dies: zpool add refuses it, never -f)"
         )
     return f"⚠ ZFS pool {name} " + "; it ".join(said) + "." if said else None
 

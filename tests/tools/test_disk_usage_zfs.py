@@ -142,3 +142,11 @@ async def test_a_zfs_list_that_fails_still_leaves_the_pools_health_leading_the_a
     assert by_point(structured)["/srv/db"]["zfs"]["pool"] == "backup"
     assert by_point(structured)["/srv/db"]["zfs"]["quota_bytes"] is None
     assert text.count("dataset does not exist") == 1 and "ZFS pools not read" not in text, text
+
+
+async def test_a_full_pool_is_never_told_to_add_a_bare_vdev_that_would_lose_its_redundancy() -> None:
+    # a single disk added to a raidz or mirror pool is a top-level vdev without redundancy: when it
+    # dies the whole pool is lost, and zpool add refuses it only until -f is given
+    text, _ = await call(handler(USAGE, [ROOT, HOME, DB]))
+    first = text.splitlines()[0]
+    assert "add a vdev" in first and "same redundancy" in first and "never -f" in first, first
