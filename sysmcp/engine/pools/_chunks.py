@@ -58,7 +58,7 @@ class Allocation:
     """One mounted btrfs's chunk allocation."""
 
     fsid: str
-    device_size: int  # its block devices' sizes, added up
+    device_size: int  # the bytes btrfs uses of its devices (their block sizes where it was not asked)
     chunks: tuple[Chunks, ...]
     global_reserve: int  # metadata btrfs keeps back for itself (counted against metadata)
     #: Each device's unallocated bytes, where btrfs said them (empty: only the sum is known)

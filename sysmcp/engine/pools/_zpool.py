@@ -64,8 +64,9 @@ class ZfsLimits:
     @property
     def held_by(self) -> str | None:
         """'quota' or 'refquota' where that limit is what leaves the dataset the room it has (ZFS gives
-        ``available`` as the limit less what it counts, when that is the least): None where the pool,
-        or a parent's quota, holds it to less, and raising its own limit would give nothing."""
+        ``available`` as the limit less what it counts, when that is the least; within 1 % for writes
+        in flight): None where the pool, or a parent's quota, holds it to less, and raising its own
+        limit would give nothing."""
         reached = [
             (limit, name)
             for name, limit, counted in (
