@@ -374,6 +374,33 @@ def btrfs_subvolume_id(fd: int) -> int | None:
     return tree
 
 
+#: ``BTRFS_IOC_DEV_INFO``, ``_IOWR(0x94, 30, struct btrfs_ioctl_dev_info_args)`` (4,096 bytes): one number on
+#: every architecture, as ``BTRFS_IOC_INO_LOOKUP`` is.
+BTRFS_IOC_DEV_INFO = 0xD000941E
+
+
+def btrfs_device_space(fd: int, devid: int) -> tuple[int, int, str] | None:
+    """(size, allocated, path) of device ``devid`` of the btrfs whose directory is open as ``fd``: the
+    bytes btrfs uses of it (less than its block device after ``btrfs filesystem resize`` shrank it), the
+    bytes its chunks take there, and the device's path ('' for a missing one). ``BTRFS_IOC_DEV_INFO``
+    asks no privilege. None off btrfs, or for a devid the filesystem has not."""
+    import struct
+
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    args = bytearray(4096)
+    struct.pack_into("=Q", args, 0, devid)  # a zero uuid: the kernel finds the device by its id alone
+    try:
+        fcntl.ioctl(fd, BTRFS_IOC_DEV_INFO, args, True)
+    except OSError:  # ENOTTY: not btrfs; ENODEV: no such device
+        return None
+    allocated, size = struct.unpack_from("=QQ", args, 24)  # after devid (8) and uuid (16)
+    path = bytes(args[3072:]).split(b"\0", 1)[0]  # the last 1,024 bytes
+    return size, allocated, os.fsdecode(path)
+
+
 #: The flags that keep a file from being removed, renamed, emptied or linked to: Linux's ``chattr +i`` /
 #: ``+a`` (``FS_IMMUTABLE_FL``, ``FS_APPEND_FL``, which ``statx`` reports as ``STATX_ATTR_IMMUTABLE`` and
 #: ``STATX_ATTR_APPEND``: the same bits); the BSDs and macOS give them in ``st_flags`` (``chflags

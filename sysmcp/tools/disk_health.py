@@ -48,7 +48,7 @@ class DeviceRow(Open):
     attributes: dict[str, int] = prop("The failure-predicting counters read.")
     io_errors: list[str] = prop("The kernel's most recent I/O error lines for it.")
     self_test: str | None = prop(
-        "The most recent self-test, or the one running, in smartctl's words.", default=None
+        "The most recent self-test, and one running, in smartctl's words.", default=None
     )
 
 

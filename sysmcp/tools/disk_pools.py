@@ -94,7 +94,7 @@ class ChunkType:
 class BtrfsChunks:
     """How a btrfs filesystem's devices are allocated to chunks: metadata grows only into unallocated."""
 
-    device_bytes: int = prop("Its devices' sizes, added up.")
+    device_bytes: int = prop("The bytes btrfs uses of its devices, added up.")
     unallocated_bytes: int = prop("Device bytes in no chunk.")
     types: list[ChunkType] = prop()
     global_reserve_bytes: int = prop("Metadata btrfs keeps back for itself.")
@@ -104,9 +104,10 @@ class BtrfsChunks:
     )
 
 
-def btrfs_chunks(devices: Sequence[str]) -> dict[str, Allocation]:
-    """The chunk allocation of each btrfs mount source the kernel shows one for (in a worker: sysfs)."""
-    found = {device: btrfs_allocation(device) for device in dict.fromkeys(devices)}
+def btrfs_chunks(mounts: Sequence[tuple[str, str]]) -> dict[str, Allocation]:
+    """The chunk allocation of each btrfs mount source the kernel shows one for, by source (in a
+    worker: sysfs, and an ioctl on the mount point). ``mounts``: (source, mount point)."""
+    found = {device: btrfs_allocation(device, mount_point=point) for device, point in dict(mounts).items()}
     return {device: allocation for device, allocation in found.items() if allocation is not None}
 
 
@@ -129,30 +130,44 @@ def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
     """The warning for a btrfs whose metadata is full and cannot grow, with the steps an admin takes
     (None when it is not): a balance compacts half-empty data chunks into fewer, giving their device
     bytes back to unallocated, where metadata can grow; with metadata full, the balance itself has no
-    room to work in, so a device is added for the while (or files deleted) first."""
+    room to work in, so a device is added for the while (or files deleted) first: as many devices as a
+    metadata chunk of its profile spans (two for RAID1, where one added device leaves no room)."""
     if not allocation.stuck:
         return None
     point, word = printable(mount_point), shell_word(mount_point)
     meta = allocation.of("metadata")
     data = allocation.of("data")
     assert meta is not None
+    count = allocation.metadata_devices
+    added = (
+        "a device"
+        if count == 1
+        else f"{_NUMBERS.get(count, str(count))} devices (a {meta.profile.upper()} metadata chunk needs room on "
+        f"{_NUMBERS.get(count, str(count))})"
+    )
+    devices = "DEVICE" if count == 1 else " ".join(f"DEVICE{n}" for n in range(1, count + 1))
+    spare = "an empty spare" if count == 1 else "empty spares"
+    left = human_bytes(max(meta.size - meta.used - allocation.global_reserve, 0))
     text = (
-        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full and cannot grow: every device "
-        f"byte is allocated to chunks ({human_bytes(allocation.unallocated)} unallocated of "
-        f"{human_bytes(allocation.device_size)}), so creating files fails with ENOSPC"
+        f"⚠ {point} (btrfs): metadata is {allocation.metadata_percent:g} % full ({left} left) and cannot grow: "
+        f"its devices have no room for another metadata chunk ({human_bytes(allocation.unallocated)} "
+        f"unallocated of {human_bytes(allocation.device_size)}), so creating files fails with ENOSPC once "
+        "that is used"
     )
     if data is None or not allocation.balance_helps:
         return text + (
             ", and the data chunks are full too: the filesystem is full. Next: delete files or snapshots, "
-            f"or grow it: btrfs device add DEVICE {word}."
+            f"or grow it by {added}: btrfs device add {devices} {word} ({spare}: btrfs device add overwrites "
+            "what is on it)."
         )
     return text + (
-        f" although df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
+        f", though df shows free space: {human_bytes(allocation.data_slack)} lies free inside data chunks "
         f"({human_bytes(data.used)} used of {human_bytes(data.size)}) that metadata cannot use. Next: "
         f"btrfs balance start -dusage=10 {word}, then 25, 50, compacts data chunks and gives their space "
-        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with a "
-        f"device added for the while (btrfs device add DEVICE {word}, the balance, then btrfs device "
-        f"remove DEVICE {word}), or delete files or snapshots first."
+        "back to unallocated; if it fails with ENOSPC (full metadata leaves it no room), run it with "
+        f"{added} added for the while ({spare} that {'stays' if count == 1 else 'stay'} attached until the remove ends: btrfs device add "
+        f"overwrites what is on it; btrfs device add {devices} {word}, the balance, then btrfs device "
+        f"remove {devices} {word}), or delete files or snapshots first."
     )
 
 
@@ -172,6 +187,9 @@ class ZfsPool:
     refquota_bytes: int | None = prop()
     reservation_bytes: int | None = prop()
     refreservation_bytes: int | None = prop()
+    held_by: Literal["quota", "refquota"] | None = prop(
+        "The dataset's own limit that leaves it the room it has (null: its pool's room, or a parent's quota)."
+    )
 
 
 ZFS_TIMEOUT = 5.0  # seconds zpool and zfs are given
@@ -192,6 +210,7 @@ def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
         if limits is None
         else (limits.quota, limits.refquota, limits.reservation, limits.refreservation)
     )
+    held_by = cast("Literal['quota', 'refquota'] | None", None if limits is None else limits.held_by)
     return ZfsPool(
         pool.name,
         pool.size,
@@ -205,6 +224,7 @@ def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
         refquota,
         reservation,
         refreservation,
+        held_by,
     )
 
 
@@ -228,14 +248,15 @@ def _pool_warning(part: ZfsPool) -> str | None:
         said.append(
             f"is {part.capacity_percent} % full{free}{frag}: at {ZPOOL_FULL_PERCENT} % or more ZFS writes "
             f"slow down and fragment; free space (zfs list -t snapshot -o name,used -s used -r {word} names the "
-            "snapshots that hold most) or add a vdev"
+            "snapshots that hold most) or add a vdev of the same redundancy as its others (a lone disk added "
+            "to a mirror or raidz pool loses the whole pool when it dies: zpool add refuses it, never -f)"
         )
     return f"⚠ ZFS pool {name} " + "; it ".join(said) + "." if said else None
 
 
 def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
     """The warnings that lead the answer: each pool at or over the threshold or not ONLINE once (those
-    not ONLINE first), then each dataset full at its quota while its pool has room. ``rows``: (mount point, dataset, its
+    not ONLINE first), then each dataset full at its own quota (``held_by``) while its pool has room. ``rows``: (mount point, dataset, its
     pool, whether the filesystem is over the space alert)."""
     lines: dict[str, str] = {}
     for _, _, part, _ in sorted(rows, key=lambda row: row[2].health == "ONLINE"):  # the sick pools first
@@ -243,9 +264,9 @@ def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
         if warning is not None:
             lines.setdefault(f"pool {part.pool}", warning)
     for point, dataset, part, alerted in rows:
-        limit = min((q for q in (part.quota_bytes, part.refquota_bytes) if q), default=None)
-        if alerted and limit is not None and (part.free_bytes or 0) > 0:
-            which = "quota" if limit == part.quota_bytes else "refquota"
+        which = part.held_by
+        limit = part.quota_bytes if which == "quota" else part.refquota_bytes
+        if alerted and which is not None and limit is not None and (part.free_bytes or 0) > 0:
             lines.setdefault(
                 f"quota {dataset}",
                 f"⚠ {printable(point)} (ZFS {printable(dataset)}) is full at its {which} of {human_bytes(limit)} "
@@ -253,6 +274,9 @@ def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
                 f"(zfs set {which}=SIZE {shell_word(dataset)}) or free space inside it.",
             )
     return list(lines.values())
+
+
+_NUMBERS = {2: "two", 3: "three", 4: "four"}
 
 
 class FilesystemPool(NamedTuple):

@@ -529,7 +529,7 @@ class DiskUsage:
         proc: str = PROC,
         readings: ReadingGate = READINGS,
         pools: PoolReader = read_pools,
-        chunks: Callable[[Sequence[str]], dict[str, Allocation]] = btrfs_chunks,
+        chunks: Callable[[Sequence[tuple[str, str]]], dict[str, Allocation]] = btrfs_chunks,
         zfs: Callable[[Sequence[str]], ZfsPools | None] = read_zfs,
     ) -> None:
         self.disks = Disks(partitions or default_partitions(), usage, timeout, max_stuck, clock)
@@ -623,10 +623,14 @@ class DiskUsage:
 
     async def _chunks(self, entries: Sequence[FilesystemUsage]) -> dict[str, Allocation]:
         """The chunk allocation under each btrfs of the answer, read from sysfs in a worker."""
-        devices = [e.mount.device for e in entries if e.mount.fs_type == "btrfs" and e.figures is not None]
-        if not devices:
+        mounts = [
+            (e.mount.device, e.mount.mount_point)
+            for e in entries
+            if e.mount.fs_type == "btrfs" and e.figures is not None
+        ]
+        if not mounts:
             return {}
-        return await anyio.to_thread.run_sync(self.chunks, devices, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(self.chunks, mounts, abandon_on_cancel=True)
 
     async def _zfs(self, entries: Sequence[FilesystemUsage]) -> tuple[ZfsPools | None, list[str]]:
         """The pools under the answer's ZFS datasets and their limits (None: no ZFS commands here, and
@@ -634,12 +638,14 @@ class DiskUsage:
         datasets = [os.fsdecode(e.mount.device) for e in entries if _is_zfs(e) and e.figures is not None]
         if not datasets:
             return None, []
-        try:
-            return await anyio.to_thread.run_sync(self.zfs, datasets, abandon_on_cancel=True), []
-        except EngineError as exc:
-            from sysmcp.tools.errors import words
+        from sysmcp.tools.errors import words
 
+        try:
+            found = await anyio.to_thread.run_sync(self.zfs, datasets, abandon_on_cancel=True)
+        except EngineError as exc:
             return None, [f"ZFS pools not read: {words(exc)}."]
+        fault = None if found is None else found.limits_fault
+        return found, [] if fault is None else [f"ZFS dataset limits not read: {words(fault)}."]
 
     def _answer(
         self,

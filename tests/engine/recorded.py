@@ -81,9 +81,10 @@ ZPOOL_LIST = (
     "backup\t1992864825344\t1733792399360\t259072425984\t31\t87\tDEGRADED\n"
     "old\t-\t-\t-\t-\t-\tUNAVAIL\n"
 )
-#: ``zfs list -Hp -o name,used,available,quota,refquota,reservation,refreservation DATASET…``: -p writes
-#: 'none' as 0. tank/home has a 100 GiB quota it has nearly reached; backup/db no limit.
+#: ``zfs list -Hp -o name,used,available,referenced,quota,refquota,reservation,refreservation DATASET…``:
+#: -p writes 'none' as 0. tank/home has a 100 GiB quota it has nearly reached (available is the quota
+#: less used); backup/db no limit.
 ZFS_LIMITS = (
-    "tank/home\t106837311488\t544145408\t107374182400\t0\t0\t0\n"
-    "backup/db\t536870912000\t259072425984\t0\t0\t10737418240\t0\n"
+    "tank/home\t106830036992\t544145408\t96636764160\t107374182400\t0\t0\t0\n"
+    "backup/db\t536870912000\t259072425984\t536870912000\t0\t0\t10737418240\t0\n"
 )

@@ -28,6 +28,7 @@ def test_zfs_list_gives_each_datasets_quotas_and_reservations_none_as_null() -> 
     assert (home.quota, home.refquota, home.reservation, home.refreservation) == (100 * GiB, None, None, None)
     assert home.available == 544145408
     assert limits["backup/db"].reservation == 10 * GiB and limits["backup/db"].quota is None
+    assert home.held_by == "quota" and limits["backup/db"].held_by is None
 
 
 @pytest.mark.parametrize(
@@ -63,3 +64,16 @@ def test_one_zpool_run_and_one_zfs_run_answer_every_dataset() -> None:
     assert calls[0][:3] == ["zpool", "list", "-Hp"] and calls[1][-2:] == ["tank/home", "backup/db"]
     assert found.pools["tank"].capacity == 42 and found.limits["tank/home"].quota == 100 * GiB
     assert found.pool_of("backup/db") is found.pools["backup"]
+
+
+def test_a_health_word_zpool_may_give_beyond_the_usual_seven_is_read_not_refused() -> None:
+    # libzfs' zpool_state_to_name also says SPLIT and UNKNOWN: one such pool must not lose every pool
+    text = ZPOOL_LIST + "half\t-\t-\t-\t-\t-\tSPLIT\nodd\t-\t-\t-\t-\t-\tUNKNOWN\n"
+    pools = {pool.name: pool for pool in parse_zpool_list(text)}
+    assert pools["tank"].capacity == 42 and pools["half"].unhealthy and pools["odd"].health == "UNKNOWN"
+
+
+@pytest.mark.parametrize("garbage", ["tank\t1\t1\t1\t1\t1\tonline\n", "tank\t²\t1\t1\t1\t1\tONLINE\n"])
+def test_a_health_not_in_capitals_or_a_digit_int_cannot_read_is_bad_output(garbage: str) -> None:
+    with pytest.raises(BadOutput):
+        parse_zpool_list(garbage)

@@ -141,7 +141,10 @@ def test_an_aborted_nvme_self_test_is_no_failure_and_one_running_is_said() -> No
         "string": "Extended self-test in progress",
     }
     doc["nvme_self_test_log"]["current_self_test_completion_percent"] = 40
-    assert _smart.parse(doc).self_test == "Extended self-test in progress, 40% done"
+    assert (
+        _smart.parse(doc).self_test
+        == "Extended self-test in progress, 40% done; last: Extended: Aborted: Controller Reset, at 9,870 h"
+    )
 
 
 def test_every_nvme_critical_warning_bit_is_spelled_out_the_persistent_memory_one_too() -> None:
@@ -655,3 +658,16 @@ def test_sysmcp_call_exits_1_when_a_device_or_array_is_failing_and_0_when_only_w
         }
 
     assert [exit_status("disk_health", answer(v)) for v in ("failing", "watch", "ok")] == [1, 0, 0]
+
+
+def test_a_failed_nvme_self_test_still_fails_the_drive_while_a_new_test_runs() -> None:
+    doc = recorded("smartctl-nvme-selftest-failed.json")
+    doc["nvme_self_test_log"]["current_self_test_operation"] = {
+        "value": 1,
+        "string": "Short self-test in progress",
+    }
+    doc["nvme_self_test_log"]["current_self_test_completion_percent"] = 10
+    smart = _smart.parse(doc)  # the failed test stays the most recent finished one until this one ends
+    assert len(smart.failing) == 1 and "failed segments" in smart.failing[0], smart.failing
+    assert smart.self_test is not None and smart.self_test.startswith("Short self-test in progress, 10% done")
+    assert "Extended: Completed: failed segments" in smart.self_test, smart.self_test

@@ -97,3 +97,56 @@ async def test_an_explain_of_a_dataset_leads_with_its_pools_warning_too(tmp_path
     text, structured = await call(handler(usage, [ROOT, home]), path=point, explain=True, timeout_s=10)
     assert text.splitlines()[0].startswith("⚠ ZFS pool backup is DEGRADED"), text
     assert structured["filesystems"][0]["zfs"]["pool"] == "backup" and "explain" in structured
+
+
+async def test_a_dataset_held_by_its_parents_quota_is_never_told_to_raise_its_own() -> None:
+    # tank/home/alice: a 500 GiB quota of its own, 50 GiB used; its parent's 100 GiB quota leaves it 1 GiB
+    alice = "tank/home/alice\t53687091200\t1073741824\t53687091200\t536870912000\t0\t0\t0\n"
+
+    def nested(argv: list[str], timeout: float) -> str:
+        return ZPOOL_LIST if argv[0] == "zpool" else alice
+
+    mount = Mount("/home/alice", "tank/home/alice", "zfs", ("rw",), dev="0:54")
+    usage = FakeUsage({"/": stats(100, 10), "/home/alice": stats(51, 50, 1)})
+    text, structured = await call(handler(usage, [ROOT, mount], nested), path="/home/alice")
+    assert "space" in by_point(structured)["/home/alice"]["alerts"]
+    assert "zfs set quota=" not in text and "full at its quota" not in text, text
+    assert by_point(structured)["/home/alice"]["zfs"]["quota_bytes"] == 500 << 30
+
+
+async def test_a_refquota_reached_is_named_as_the_limit() -> None:
+    # tank/vm: 40 GiB referenced of a 40 GiB refquota (less its last 64 MiB), 60 GiB used with snapshots
+    vm = "tank/vm\t64424509440\t67108864\t42882564096\t0\t42949672960\t0\t0\n"
+
+    def refquota(argv: list[str], timeout: float) -> str:
+        return ZPOOL_LIST if argv[0] == "zpool" else vm
+
+    mount = Mount("/vm", "tank/vm", "zfs", ("rw",), dev="0:55")
+    usage = FakeUsage({"/": stats(100, 10), "/vm": stats(40, 40, 0)})
+    text, _ = await call(handler(usage, [ROOT, mount], refquota), path="/vm")
+    assert "is full at its refquota of 40.0 GiB" in text and "zfs set refquota=SIZE tank/vm" in text, text
+
+
+async def test_a_zfs_list_that_fails_still_leaves_the_pools_health_leading_the_answer() -> None:
+    # zfs list exits 1 when one dataset it is named is gone (destroyed, renamed since the mount table
+    # was read): the pools zpool did read still speak, and the failure is named once
+    def vanished(argv: list[str], timeout: float) -> str:
+        if argv[0] == "zpool":
+            return ZPOOL_LIST
+        raise CommandFailed(
+            "zfs list -Hp failed: cannot open 'backup/db': dataset does not exist", reason="failed", argv=argv
+        )
+
+    text, structured = await call(handler(USAGE, [ROOT, HOME, DB], vanished))
+    assert text.splitlines()[0].startswith("⚠ ZFS pool backup is DEGRADED"), text
+    assert by_point(structured)["/srv/db"]["zfs"]["pool"] == "backup"
+    assert by_point(structured)["/srv/db"]["zfs"]["quota_bytes"] is None
+    assert text.count("dataset does not exist") == 1 and "ZFS pools not read" not in text, text
+
+
+async def test_a_full_pool_is_never_told_to_add_a_bare_vdev_that_would_lose_its_redundancy() -> None:
+    # a single disk added to a raidz or mirror pool is a top-level vdev without redundancy: when it
+    # dies the whole pool is lost, and zpool add refuses it only until -f is given
+    text, _ = await call(handler(USAGE, [ROOT, HOME, DB]))
+    first = text.splitlines()[0]
+    assert "add a vdev" in first and "same redundancy" in first and "never -f" in first, first

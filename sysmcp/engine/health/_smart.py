@@ -199,26 +199,29 @@ def _words(value: Any) -> str:
 
 
 def _nvme_logs(doc: dict[str, Any], smart: Smart) -> None:
-    """The Device Self-test log (smartctl 7.4 and later write it in JSON): the test running, or the
-    most recent one, and a failure of the most recent one. The Error Information log is counted
+    """The Device Self-test log (smartctl 7.4 and later write it in JSON): the test running, the most
+    recent one finished, and a failure of that one (which stands while a new test runs: the log's
+    newest entry is written only when a test ends). The Error Information log is counted
     (``error_log_entries``) and not judged: drives log there the host's unsupported commands too,
     and the errors that lose data are ``media_errors``."""
     log = _object(doc, "nvme_self_test_log")
     if log is None:
         return
     running = _object(log, "current_self_test_operation") or {}
+    said = []
     if _count(running.get("value")) & 0xF:
         done = log.get("current_self_test_completion_percent")
-        smart.self_test = _words(running) + (f", {done}% done" if isinstance(done, int) else "")
-        return
+        said.append(_words(running) + (f", {done}% done" if isinstance(done, int) else ""))
     table = log.get("table")
     newest = table[0] if isinstance(table, list) and table and isinstance(table[0], dict) else None
     if newest is None:
+        smart.self_test = said[0] if said else smart.self_test
         return
     kind, outcome = _words(newest.get("self_test_code")), _words(newest.get("self_test_result"))
     hours = newest.get("power_on_hours")
     at = f", at {hours:,} h" if isinstance(hours, int) else ""
-    smart.self_test = f"{kind or 'self-test'}: {outcome or 'result not given'}{at}"
+    said.append(f"{kind or 'self-test'}: {outcome or 'result not given'}{at}")
+    smart.self_test = "; last: ".join(said)
     result = (_object(newest, "self_test_result") or {}).get("value")
     if isinstance(result, int) and result & 0xF in NVME_TEST_FAILED:
         lba = newest.get("lba")
