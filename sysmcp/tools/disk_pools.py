@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import is_within, printable, shell_word, within_roots
+from sysmcp.engine.paths import escaped, is_within, shell_word, within_roots
 from sysmcp.engine.pools import Cow, CowItem, ThinPool, could_be_thin, thin_pools
 from sysmcp.render import age, human_bytes
 from sysmcp.tools.errors import words
@@ -129,7 +129,7 @@ def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate 
     """'/srv on thin pool vg0/pool: data 97.0 %, metadata 12.0 %, 300.0 MiB free of 10.0 GiB; …'."""
     meta = "" if pool.metadata_percent is None else f", metadata {pool.metadata_percent:g} %"
     text = (
-        f"{printable(entry.mount.mount_point)} is on thin pool {printable(pool.name)}: data {pool.data_percent:g} %{meta}, "
+        f"{escaped(entry.mount.mount_point)} is on thin pool {escaped(pool.name)}: data {pool.data_percent:g} %{meta}, "
         f"{human_bytes(pool.free)} free of {human_bytes(pool.size)}"
     )
     if pool.overcommitted:
@@ -199,7 +199,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     sized = [item for item in cow.items if item.shared is not None]
     if sized:
         shared = "; ".join(
-            f"{printable(_named(cow, item, roots))} {human_bytes(item.shared or 0)}" for item in sized[:5]
+            f"{escaped(_named(cow, item, roots))} {human_bytes(item.shared or 0)}" for item in sized[:5]
         )
         extra.append(
             "   Shared with the live files or other snapshots (freed only when every holder is deleted; "
@@ -223,7 +223,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     if cow.zfs is not None:
         z = cow.zfs
         extra.append(
-            f"   ZFS: {printable(z.name)} uses {human_bytes(z.used)} of its pool = {human_bytes(z.dataset)} its own files "
+            f"   ZFS: {escaped(z.name)} uses {human_bytes(z.used)} of its pool = {human_bytes(z.dataset)} its own files "
             f"(df's used) + {human_bytes(z.snapshots)} held by its snapshots + {human_bytes(z.children)} "
             f"by child datasets + {human_bytes(z.refreservation)} reserved (refreservation). Destroying "
             "a snapshot frees its own used; the snapshots' shared rest only when all that hold it are gone."

@@ -154,7 +154,7 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     answered. Each line of ``body`` stays one line, whatever a host's result put in it (a file name
     with a newline, an ESC): escaped as a tool escapes words (``one_line``), it forges no other
     host's line and cannot drive the terminal that shows it. The names in ``body`` are escaped
-    already (``printable``): a backslash stays as it is, not escaped twice."""
+    already (``escaped``): a backslash stays as it is, not escaped twice."""
     lines = [one_line(line) for line in body]
     text = "\n".join([tally(outcomes) + ".", *lines, *failure_lines(outcomes)]).rstrip()
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)

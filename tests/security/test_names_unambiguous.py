@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.paths import escaped, printable, printable_text
+from sysmcp.engine.paths import escaped, printable_text
 from tests.profile import UNDER_POSIX_PROFILE
 from tests.wire import result_text, spawn
 
@@ -43,15 +43,15 @@ def names() -> list[bytes]:
 
 def test_each_pair_is_shown_apart_by_printable() -> None:
     for first, second in LOOKALIKES:
-        assert printable(first) != printable(second), (first, second)
-        assert printable(os.fsdecode(first)) == printable(first)  # bytes and fsdecode's str alike
+        assert escaped(first) != escaped(second), (first, second)
+        assert escaped(os.fsdecode(first)) == escaped(first)  # bytes and fsdecode's str alike
 
 
 def test_printable_shows_a_name_as_ls_b_does_and_words_keep_their_backslashes() -> None:
     from sysmcp.engine.paths import one_line
 
-    assert printable(b"a\\b\x1b\x80\n\xc2\xa0") == "a\\\\b\\033\\200\\n\\302\\240"
-    assert printable("a\\b") == escaped("a\\b") == "a\\\\b"
+    assert escaped(b"a\\b\x1b\x80\n\xc2\xa0") == "a\\\\b\\033\\200\\n\\302\\240"
+    assert escaped("a\\b") == escaped("a\\b") == "a\\\\b"
     # a host's line or a daemon's message: its own escapes (a name a host escaped) stay as they are
     assert one_line("  a\\\\b \x1b\n") == "  a\\\\b \\033\\n"
     # the last guard on an answer escapes what no tool should have left, never a backslash twice
@@ -97,8 +97,8 @@ async def test_hash_tree_says_how_to_check_a_directory_whose_name_holds_a_backsl
     async with spawn("--no-history") as wire:
         await wire.initialize("2025-11-25")
         text = result_text(await wire.call("hash_tree", {"path": str(tree)}))
-    assert f"Put in {printable(str(tree))} as SHA256SUMS" in text
-    assert f"`cd $'{printable(str(tree))}' && sha256sum -c SHA256SUMS`" in text
+    assert f"Put in {escaped(str(tree))} as SHA256SUMS" in text
+    assert f"`cd $'{escaped(str(tree))}' && sha256sum -c SHA256SUMS`" in text
 
 
 WALKS = {
@@ -199,7 +199,7 @@ async def test_a_suggested_call_names_the_very_directory(tmp_path: Path, name: s
         reply = await wire.call("verify_checksums", {"manifest": str(manifest), "base_dir": str(elsewhere)})
         text = result_text(reply)
         assert "Every entry is MISSING" in text, text
-        assert f"The manifest's own directory is {printable(str(made))}" in text
+        assert f"The manifest's own directory is {escaped(str(made))}" in text
         suggested = suggested_argument(text, "base_dir")
         assert suggested == str(made), (suggested, text)
         # and that value, passed back, finds the file
@@ -259,6 +259,6 @@ def test_disk_explain_suggests_calls_on_the_very_mount_point(tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert f"used on {printable(str(point))} (tmpfs" in done.stdout, done.stdout
+    assert f"used on {escaped(str(point))} (tmpfs" in done.stdout, done.stdout
     for key in ("dir_usage path", "deleted_open_files path"):
         assert suggested_argument(done.stdout, key) == str(point), done.stdout

@@ -53,7 +53,7 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
 
 def in_json(data: object) -> object:
     """JSON data with every name in it as ``display`` shows it: a result may carry a name as
-    ``os.fsdecode`` made it (so its text can show it exactly, ``printable``), and JSON text cannot
+    ``os.fsdecode`` made it (so its text can show it exactly, ``escaped``), and JSON text cannot
     carry the lone surrogates that stand for bytes that are not UTF-8."""
     if isinstance(data, str):
         return data if data.isascii() or _encodes(data) else display(data)
@@ -72,21 +72,13 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def printable(name: str | bytes) -> str:
-    """A name on one line, for text and tab-separated lists, shown so that no two names look alike:
-    ``escaped``, the style of GNU ``ls -b``. Give it the name itself (bytes, or a ``str`` as
-    ``os.fsdecode`` made it), never ``display``'s form: that shows a byte 0x80 as ``\\x80``, the same
-    text as a name holding those four characters, and escaping it again cannot tell them apart."""
-    return escaped(name)
-
-
 def shell_word(name: str | bytes) -> str:
     """A name as one word of a command a person may paste: single-quoted (``shlex.quote``) when it
-    shows as it is, else bash's ``$'…'`` around the ``printable`` form, whose escapes (``\\\\``,
+    shows as it is, else bash's ``$'…'`` around the ``escaped`` form, whose escapes (``\\\\``,
     ``\\n``, ``\\033``, ``\\200``) that quoting undoes to the exact bytes. So the command stays one
     printable line, names the very file, and no byte of the name is read as syntax."""
     text = name if isinstance(name, str) else os.fsdecode(name)
-    shown = printable(text)
+    shown = escaped(text)
     if shown == text:
         return shlex.quote(text)
     return "$'" + shown.replace("'", "\\'") + "'"
@@ -95,10 +87,10 @@ def shell_word(name: str | bytes) -> str:
 def call_argument(name: str | bytes) -> str:
     """A name as the value of an argument in a call an answer suggests (``dir_usage path=…``): as it
     is when it shows as it is, else a JSON string (``"/srv/a\\\\b"``, ESC as ``\\u001b``), which a
-    client undoes to the exact name. Never the ``printable`` form: a path argument is the name itself,
+    client undoes to the exact name. Never the ``escaped`` form: a path argument is the name itself,
     so ``path=/srv/a\\\\b`` would name the file with two backslashes, not the one shown."""
     text = name if isinstance(name, str) else os.fsdecode(name)
-    if printable(text) == text:
+    if escaped(text) == text:
         return text
     return json.dumps(text)
 
@@ -107,7 +99,7 @@ def one_line(text: str) -> str:
     """Words that are not a name (a host's answer line, a daemon's message) on one line: newline,
     carriage return and tab as ``\\n``, ``\\r``, ``\\t`` and every other character that is not
     printable escaped as ``escaped`` escapes it, but a backslash left as it is, so a name the text
-    already shows escaped (a host's answer) is not escaped twice. Names go through ``printable``."""
+    already shows escaped (a host's answer) is not escaped twice. Names go through ``escaped``."""
     text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     if text.isprintable():
         return text
@@ -120,7 +112,7 @@ def printable_text(text: str) -> str:
     U+202E as ``\\342\\200\\256``): whatever reached the text, no escape sequence drives the
     terminal or the page that shows it, no bidi override reorders it, and no separator Unicode calls a
     line break (U+2028, NEL) starts a line that is not the text's own. A backslash stays as it is: the
-    names in an answer were escaped by ``printable`` already, and this is the last guard, not a second
+    names in an answer were escaped by ``escaped`` already, and this is the last guard, not a second
     escape."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text  # the common case
@@ -140,14 +132,16 @@ _C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "
 
 
 def escaped(name: str | bytes) -> str:
-    """A name as a person may read it on a terminal, in the style of GNU ``ls -b`` (``--escape``).
+    """A name on one line, as text, tab-separated lists and a person's terminal show it, so that no two
+    names look alike: in the style of GNU ``ls -b`` (``--escape``).
 
     Backslash is doubled; tab, newline, carriage return, bell, backspace, vertical tab and form feed are
     ``\\t``, ``\\n``, ``\\r``, ``\\a``, ``\\b``, ``\\v``, ``\\f``; every other control byte, every
     character Python does not call printable (such as U+202E, which reverses the text after it) and every
     byte that is not UTF-8 is ``\\NNN``, its bytes in octal. Printable UTF-8 (and the space) stays as it
     is, so a name can neither forge a line nor move the cursor, and the escape undoes to exact bytes.
-    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes).
+    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes). Give it
+    the name itself, never ``display``'s form: escaping a shown form again would show two names alike.
     """
     text = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
     if text.isprintable() and "\\" not in text:
