@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +25,7 @@ from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import NotFound, Refused
-from sysmcp.engine.paths import display, escaped, exact_bytes, within_roots
+from sysmcp.engine.paths import display, escaped, exact_bytes, shell_word, within_roots
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger, lines_lost, logs_at
 from sysmcp.protocol.context import ClientDeclined
@@ -464,11 +463,11 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
         for skip in skipped[:SKIPS_SHOWN]:
             exact = reclaim_plan.exact_name(skip.path, skip.path_bytes or None)
             why, left, where = skip.reason.partition("; ")  # "changed; left as .sysmcp-aside-…"
-            directory = escaped(os.path.dirname(exact) or b"/")
+            directory = os.path.dirname(exact) or b"/"
             told = (
                 REASONS.get(why, why)
-                .replace("{directory_word}", shlex.quote(directory))  # a command to paste: one word
-                .replace("{directory}", directory)
+                .replace("{directory_word}", shell_word(directory))  # a command to paste: the very directory
+                .replace("{directory}", escaped(directory))
             )
             lines.append(f"      skipped {escaped(exact)}: {told}{left}{where}")
         if len(skipped) > SKIPS_SHOWN:

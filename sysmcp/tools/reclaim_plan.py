@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.paths import display, escaped, exact_bytes
+from sysmcp.engine.paths import display, escaped, exact_bytes, one_line
 from sysmcp.history import state
 from sysmcp.protocol.failures import ToolError
 from sysmcp.reclaim import (
@@ -261,7 +261,7 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
         lines += path_lines(item, PLAN_PATHS_SHOWN, "      ")
         lines.append(f"      cost: {item.cost}")
         if item.command:
-            lines.append(f"      vendor command: {escaped(item.command)}")
+            lines.append(f"      vendor command: {one_line(item.command)}")  # its words: shell_word's
         if item.note:  # may name a file (a kept copy) or a process: escaped like every name
             lines.append(f"      note: {escaped(item.note)}")
         if item.linkable:

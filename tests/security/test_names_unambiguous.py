@@ -76,17 +76,41 @@ def shown_apart(text: str) -> None:
         assert re.search(rf"[/ ]{re.escape(shown)}(\s|:|\)|$)", text, re.MULTILINE), (name, shown, text)
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="the suggested commands are bash's")
-def test_a_suggested_command_names_the_very_file_in_bash() -> None:
-    """disk_explain's and disk_pools' commands and hash_tree's ``cd``: one printable word, which bash
-    reads back as the exact name (a backslash doubled in single quotes would name another file)."""
+#: Names a suggested command must give its shell exactly: besides the lookalikes, a quote, printf's
+#: ``%``, a command substitution, U+202E and names ending in newlines (which ``$(…)`` would drop).
+SHELL_NAMES = [
+    b"plain",
+    b"it's",
+    *names(),
+    b"q'\x1b\\",
+    b"pct%s%%d",
+    b"$(touch pwned)`id`",
+    "rtl\u202etxt.exe".encode(),
+    b"ends\n",
+    b"ends\n\n",
+    b"bad\xff\\x\n",
+]
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_suggested_command_names_the_very_directory_in_any_posix_sh(tmp_path: Path, shell: str) -> None:
+    """disk_explain's and disk_pools' commands and hash_tree's ``cd``: one printable word which the
+    shell a person pastes it into reads back as the exact directory. Bash's ``$'…'`` was not that word:
+    dash (Debian's /bin/sh) reads ``$'a\\033b'`` as ``$a\\033b``, another name."""
     from sysmcp.engine.paths import shell_word
 
-    for name in [b"/srv/plain", b"/srv/it's", *(b"/srv/" + name for name in names()), b"/srv/q'\x1b\\"]:
-        word = shell_word(name)
-        assert word.isprintable() and "\n" not in word
-        said = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
-        assert said == name, (name, word)
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    for name in SHELL_NAMES:
+        made = os.fsencode(tmp_path) + b"/" + name
+        os.mkdir(made)
+        word = shell_word(made)
+        assert word.isprintable() and "\n" not in word, (name, word)
+        said = subprocess.run(
+            [shell, "-c", f"cd {word} && ls -di ."], cwd=tmp_path, capture_output=True, check=False
+        )
+        assert said.stdout.split() == [str(os.stat(made).st_ino).encode(), b"."], (name, word, said)
+    assert not (tmp_path / "pwned").exists()
 
 
 @pytest.mark.anyio
@@ -98,7 +122,7 @@ async def test_hash_tree_says_how_to_check_a_directory_whose_name_holds_a_backsl
         await wire.initialize("2025-11-25")
         text = result_text(await wire.call("hash_tree", {"path": str(tree)}))
     assert f"Put in {escaped(str(tree))} as SHA256SUMS" in text
-    assert f"`cd $'{escaped(str(tree))}' && sha256sum -c SHA256SUMS`" in text
+    assert f"`cd \"$(printf '{escaped(str(tree))}')\" && sha256sum -c SHA256SUMS`" in text
 
 
 WALKS = {

@@ -73,15 +73,21 @@ def _encodes(text: str) -> bool:
 
 
 def shell_word(name: str | bytes) -> str:
-    """A name as one word of a command a person may paste: single-quoted (``shlex.quote``) when it
-    shows as it is, else bash's ``$'…'`` around the ``escaped`` form, whose escapes (``\\\\``,
-    ``\\n``, ``\\033``, ``\\200``) that quoting undoes to the exact bytes. So the command stays one
-    printable line, names the very file, and no byte of the name is read as syntax."""
+    """A name as one word of a command a person may paste, read back as the exact name by every POSIX
+    ``sh`` (dash, Debian's /bin/sh, as well as bash, zsh and ksh): single-quoted (``shlex.quote``) when
+    it shows as it is, else ``"$(printf '…')"`` around the ``escaped`` form, whose escapes (``\\\\``,
+    ``\\n``, ``\\033``, ``\\200``) are printf's own and undo to the exact bytes (``%`` doubled, a quote
+    as ``\\047``). So the command stays one printable line, names the very file, and no byte of the name
+    is read as syntax. Not bash's ``$'…'``: dash reads it as a ``$`` and other text. A name ending in a
+    newline gets a ``/`` after it, since ``$(…)`` drops trailing newlines: the same name for a directory
+    (every command we suggest names one), and for any other file an error, never another file."""
     text = name if isinstance(name, str) else os.fsdecode(name)
     shown = escaped(text)
     if shown == text:
         return shlex.quote(text)
-    return "$'" + shown.replace("'", "\\'") + "'"
+    if text.endswith("\n"):
+        shown += "/"
+    return "\"$(printf '" + shown.replace("%", "%%").replace("'", "\\047") + "')\""
 
 
 def call_argument(name: str | bytes) -> str:
