@@ -111,6 +111,10 @@ def test_a_suggested_command_names_the_very_directory_in_any_posix_sh(tmp_path: 
         )
         assert said.stdout.split() == [str(os.stat(made).st_ino).encode(), b"."], (name, word, said)
     assert not (tmp_path / "pwned").exists()
+    for word_name in (b"-dash\x1b", b"-n\\x"):  # a name of its own (a container's), not a path
+        word = shell_word(word_name)
+        said = subprocess.run([shell, "-c", f"printf %s {word}"], capture_output=True, check=False)
+        assert said.stdout == word_name, (word_name, word, said)
 
 
 @pytest.mark.anyio

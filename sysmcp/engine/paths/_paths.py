@@ -77,7 +77,7 @@ def shell_word(name: str | bytes) -> str:
     ``sh`` (dash, Debian's /bin/sh, as well as bash, zsh and ksh): single-quoted (``shlex.quote``) when
     it shows as it is, else ``"$(printf '…')"`` around the ``escaped`` form, whose escapes (``\\\\``,
     ``\\n``, ``\\033``, ``\\200``) are printf's own and undo to the exact bytes (``%`` doubled, a quote
-    as ``\\047``). So the command stays one printable line, names the very file, and no byte of the name
+    as ``\\047``, a leading ``-`` as ``\\055``). So the command stays one printable line, names the very file, and no byte of the name
     is read as syntax. Not bash's ``$'…'``: dash reads it as a ``$`` and other text. A name ending in a
     newline gets a ``/`` after it, since ``$(…)`` drops trailing newlines: the same name for a directory
     (every command we suggest names one), and for any other file an error, never another file."""
@@ -87,7 +87,10 @@ def shell_word(name: str | bytes) -> str:
         return shlex.quote(text)
     if text.endswith("\n"):
         shown += "/"
-    return "\"$(printf '" + shown.replace("%", "%%").replace("'", "\\047") + "')\""
+    form = shown.replace("%", "%%").replace("'", "\\047")
+    if form.startswith("-"):  # printf's format, never an option of printf's own
+        form = "\\055" + form[1:]
+    return "\"$(printf '" + form + "')\""
 
 
 def call_argument(name: str | bytes) -> str:
