@@ -22,7 +22,7 @@ from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
 from sysmcp.engine.opens import extended_attributes, open_path
-from sysmcp.engine.paths import display, escaped, exact_bytes, shell_word
+from sysmcp.engine.paths import escaped, shell_word
 from sysmcp.engine.procs import scan_processes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
@@ -641,10 +641,9 @@ def deleted_open(layout: RootsLayout) -> list[Proposal]:
             continue  # closed since the scan
         if (st.st_dev, st.st_ino) != (deleted.dev, deleted.ino):
             continue  # the descriptor number was reused for another file
-        # The name it had, JSON-safe, with its exact bytes in base64 when they are not UTF-8.
-        name: dict[str, object] = {"file": display(deleted.path)}
-        if (exact := exact_bytes(deleted.path)) is not None:
-            name["file_bytes"] = exact
+        # The name it had, as os.fsdecode makes it: an answer shows it (in_json), a kept plan's JSON
+        # keeps it (a byte that is not UTF-8 as an escaped lone surrogate, read back the same).
+        name: dict[str, object] = {"file": os.fsdecode(deleted.path)}
         writer = next((holder for holder in held if "w" in holder.mode), None)
         named = writer or first
         found.append(

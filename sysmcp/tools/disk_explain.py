@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import call_argument, display, escaped, mount_source, on_the_way, shell_word
+from sysmcp.engine.paths import call_argument, escaped, mount_source, on_the_way, shell_word
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
@@ -304,7 +304,7 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
             else:
                 step = f"unmount {_argument(points[0])} and move the files out, or {look}"
     places = [
-        {"mount_point": display(at), "bytes": p.disk, "files": p.files}
+        {"mount_point": at, "bytes": p.disk, "files": p.files}  # the name itself: in_json shows it
         for at, p in zip(points, shown, strict=True)
     ]
     unlisted = len(past) + hidden.outside + hidden.empty

@@ -15,7 +15,7 @@ from typing import Any
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import PermissionRefused
 from sysmcp.engine.hashing import ALGORITHMS, FileHash, FileRequest, format_line, hash_file
-from sysmcp.engine.paths import display, escaped
+from sysmcp.engine.paths import escaped
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
@@ -86,7 +86,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         shown, hexdigest, digest.size, round(hashed.seconds, 6), expected, match, digest.changed is not None
     )
     # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
-    line = display(format_line(raw, hexdigest, SHA256).rstrip(b"\n"))
+    # A byte that is not UTF-8 is \xNN, as hash_tree's lines show it: its backslashes are escaped already.
+    line = format_line(raw, hexdigest, SHA256).rstrip(b"\n").decode("utf-8", "backslashreplace")
     return ToolOutput.typed(render(answer, line, hashed.seconds, digest.changed), answer)
 
 

@@ -4,6 +4,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.paths._paths import (
+    EXACT_BYTES,
     PATH_MAX,
     PathPolicy,
     call_argument,
@@ -11,6 +12,7 @@ from sysmcp.engine.paths._paths import (
     echo,
     escaped,
     exact_bytes,
+    exact_names,
     expands_locally,
     in_json,
     is_within,
@@ -27,6 +29,7 @@ from sysmcp.engine.paths._paths import (
 )
 
 __all__ = [
+    "EXACT_BYTES",
     "PATH_MAX",
     "PathPolicy",
     "call_argument",
@@ -34,6 +37,7 @@ __all__ = [
     "echo",
     "escaped",
     "exact_bytes",
+    "exact_names",
     "expands_locally",
     "in_json",
     "is_within",

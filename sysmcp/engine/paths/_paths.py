@@ -14,6 +14,7 @@ policy in step with the client's ``roots/list`` is the session's job (``sysmcp.s
 from __future__ import annotations
 
 import base64
+import binascii
 import errno
 import json
 import os
@@ -22,7 +23,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from sysmcp.engine.faults import InvalidPath, OutsideRoots
@@ -39,8 +40,15 @@ OUTSIDE_OPERATOR = "the operator's roots (--root / SYSMCP_ROOTS)"
 OUTSIDE_CLIENT = "the client's roots (roots/list)"
 
 
+#: The key of structured content that gives the exact bytes of the names in it that are not UTF-8.
+EXACT_BYTES = "exact_bytes"
+
+
 def display(path: str | bytes | os.PathLike[str]) -> str:
-    """A name safe to put in JSON: undecodable bytes shown as \\xNN instead of lone surrogates."""
+    """A name as JSON text can carry it: as it is when it is UTF-8 (the common case, byte for byte);
+    else each byte that is not UTF-8 as ``\\xNN`` and each backslash doubled, so the shown form undoes
+    to the exact bytes. That form alone may be another name's (a file literally named ``a\\x80``):
+    structured content says which strings are shown so, with their bytes (``in_json``)."""
     if isinstance(path, str):
         try:
             path.encode("utf-8")  # the common case, and a hot path: nothing to escape
@@ -48,20 +56,92 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
             pass
         else:
             return path
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    raw = os.fsencode(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
 
 
 def in_json(data: object) -> object:
-    """JSON data with every name in it as ``display`` shows it: a result may carry a name as
-    ``os.fsdecode`` made it (so its text can show it exactly, ``escaped``), and JSON text cannot
-    carry the lone surrogates that stand for bytes that are not UTF-8."""
+    """JSON data with every name in it as ``display`` shows it, and, when some name is not UTF-8, the
+    top object's ``exact_bytes``: for each string shown so, its JSON Pointer (RFC 6901) → the exact
+    bytes in base64, as borg's ``path_b64`` carries a name beside its text. So a client tells the byte
+    0x80 (``"a\\x80"``, listed) from a name holding those four characters (``"a\\x80"``, not listed),
+    and undoes each to the exact name (``exact_names``). Why here: a result holds names as
+    ``os.fsdecode`` made them (its text shows them exactly, ``escaped``), and JSON text cannot carry
+    the lone surrogates that stand for bytes that are not UTF-8."""
+    found: dict[str, str] = {}
+    shown = _in_json(data, "", found)
+    if found and isinstance(shown, dict):
+        shown[EXACT_BYTES] = found
+    return shown
+
+
+def _in_json(data: object, where: str, found: dict[str, str]) -> object:
     if isinstance(data, str):
-        return data if data.isascii() or _encodes(data) else display(data)
+        if data.isascii() or _encodes(data):
+            return data
+        found[where] = base64.b64encode(os.fsencode(data)).decode("ascii")
+        return display(data)
     if isinstance(data, dict):
-        return {key: in_json(item) for key, item in data.items()}
+        return {key: _in_json(item, f"{where}/{_token(key)}", found) for key, item in data.items()}
     if isinstance(data, list):
-        return [in_json(item) for item in data]
+        return [
+            item
+            if type(item) is str and (item.isascii() or _encodes(item))  # most items: no pointer made
+            else _in_json(item, f"{where}/{index}", found)
+            for index, item in enumerate(data)
+        ]
     return data
+
+
+def _token(key: object) -> str:
+    """A key as a JSON Pointer's reference token: ``~`` as ``~0``, ``/`` as ``~1``."""
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def exact_names(data: object) -> object:
+    """Structured content as ``in_json`` made it (another host's answer) with each name listed in its
+    ``exact_bytes`` given back as ``os.fsdecode`` makes it from the exact bytes, and ``exact_bytes``
+    itself left out: the names as the result held them. An entry that is not base64, or whose pointer
+    leads to no string, is passed over: that string stays as shown."""
+    if not isinstance(data, dict) or EXACT_BYTES not in data:
+        return data
+    given = {key: item for key, item in data.items() if key != EXACT_BYTES}
+    marks = data[EXACT_BYTES]
+    for pointer, encoded in marks.items() if isinstance(marks, dict) else ():
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            continue
+        if isinstance(pointer, str) and pointer.startswith("/"):
+            tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+            given = _put(given, tokens, os.fsdecode(raw))
+    return given
+
+
+def _put(data: Any, tokens: list[str], name: str) -> Any:
+    """``data`` with the string at ``tokens`` replaced by ``name`` (containers on the way copied), or
+    ``data`` itself when they lead to no string."""
+    token, rest = tokens[0], tokens[1:]
+    if isinstance(data, dict) and token in data:
+        item = data[token]
+    elif isinstance(data, list) and token.isdigit() and int(token) < len(data):
+        item = data[int(token)]
+    else:
+        return data
+    if rest:
+        new = _put(item, rest, name)
+    elif isinstance(item, str):
+        new = name
+    else:
+        return data
+    if new is item:
+        return data
+    if isinstance(data, dict):
+        return {**data, token: new}
+    return [*data[: int(token)], new, *data[int(token) + 1 :]]
 
 
 def _encodes(text: str) -> bool:

@@ -1,0 +1,149 @@
+"""Structured content names every file exactly, and a name given back finds the same file.
+
+JSON text carries UTF-8 only. A name that is not UTF-8 was shown with ``\\xNN`` for its odd bytes, the
+same JSON string as a name that holds those four characters: a program reading the structured content
+could not tell the two files apart, nor get either's bytes. These tests make such names for real, read
+the answers over the real server's pipes and undo them as a client would, from the documented scheme
+(``exact_bytes``: JSON Pointer → base64), written here again rather than imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sysmcp.engine.paths import exact_names, in_json
+from tests.wire import result_text, spawn
+
+#: Names that are not UTF-8 beside the UTF-8 names that used to read alike in JSON, and names that
+#: must come back byte for byte: backslash, newline, ESC, U+202E.
+NAMES = [
+    b"byte\x80",
+    b"byte\\x80",
+    b"both\\\x80",
+    b"both\\\\x80",
+    b"both\\\\\\x80",
+    b"back\\slash",
+    b"new\nline",
+    b"esc\x1bape",
+    "rtl\u202etxt.exe".encode(),
+    "caf\u00e9".encode(),
+    b"plain",
+]
+
+
+def undone(structured: dict[str, Any]) -> dict[str, Any]:
+    """What a client does with the structured content: each string ``exact_bytes`` lists replaced by
+    its bytes (here as ``os.fsdecode`` shows bytes, to compare with Python's names)."""
+    data: dict[str, Any] = json.loads(json.dumps(structured))
+    for pointer, encoded in data.pop("exact_bytes", {}).items():
+        *way, last = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+        here = data
+        for token in way:
+            here = here[int(token)] if isinstance(here, list) else here[token]
+        key = int(last) if isinstance(here, list) else last
+        assert isinstance(here[key], str)
+        here[key] = os.fsdecode(base64.b64decode(encoded, validate=True))
+    return data
+
+
+def make(tmp_path: Path) -> Path:
+    tree = tmp_path / "t"
+    tree.mkdir()
+    for index, name in enumerate(NAMES):
+        with open(os.fsencode(tree) + b"/" + name, "wb") as made:
+            made.write(b"file %d" % index)
+    return tree
+
+
+@pytest.mark.anyio
+async def test_structured_content_tells_each_name_apart_and_undoes_to_its_exact_bytes(tmp_path: Path) -> None:
+    tree = make(tmp_path)
+    async with spawn("--no-history") as wire:
+        await wire.initialize("2025-11-25")
+        reply = await wire.call("dir_usage", {"path": str(tree), "top_n": 50, "show": "files"})
+    assert reply["result"]["isError"] is False, result_text(reply)
+    structured = reply["result"]["structuredContent"]
+    shown = [row["path"] for row in structured["largest_files"]]
+    names = [os.fsencode(row["path"]) for row in undone(structured)["largest_files"]]
+    assert sorted(names) == sorted(os.fsencode(tree) + b"/" + name for name in NAMES), shown
+    for name in NAMES:  # a UTF-8 name is in the JSON as it is, byte for byte
+        if not name.startswith(b"byte\x80") and b"\x80" not in name:
+            assert (os.fsencode(tree) + b"/" + name).decode() in shown
+
+
+def test_in_json_and_exact_names_undo_each_other_wherever_a_name_is() -> None:
+    odd = os.fsdecode(b"/srv/a\x80\\x80")
+    data = {
+        "path": odd,
+        "rows": [{"path": odd, "n": 1}, {"path": "/srv/a\\x80"}],
+        "paths": ["/srv/plain", odd, "/srv/a\\\\x80"],
+        "keyed": {"a/b~c": odd},
+        "nested": [[odd]],
+    }
+    sent = json.loads(json.dumps(in_json(data)))  # as it travels: JSON text only
+    assert sent["rows"][1]["path"] == "/srv/a\\x80" and sent["paths"][2] == "/srv/a\\\\x80"
+    assert sent["path"] == "/srv/a\\x80\\\\x80"  # its backslash doubled, its byte \xNN
+    assert set(sent["exact_bytes"]) == {"/path", "/rows/0/path", "/paths/1", "/keyed/a~1b~0c", "/nested/0/0"}
+    assert exact_names(sent) == data == undone(sent)
+
+
+def test_a_hosts_exact_bytes_that_lead_nowhere_or_are_not_base64_are_passed_over() -> None:
+    sent = {
+        "path": "x",
+        "n": 1,
+        "exact_bytes": {"/n": "gA==", "/missing/0": "gA==", "/path": "not base64!", "": "gA==", "/": "gA=="},
+    }
+    assert exact_names(sent) == {"path": "x", "n": 1}
+    assert exact_names({"path": "x", "exact_bytes": "junk"}) == {"path": "x"}
+
+
+@pytest.mark.anyio
+async def test_a_reclaim_plan_and_its_skips_name_a_byte_and_its_escape_apart(tmp_path: Path) -> None:
+    """Three copies of one file: ``dup\\x80`` with the byte, ``dup\\\\x80`` with the four characters, and
+    a plain one. The plan's ``path_bytes`` mapped each shown name to bytes, and both names show as
+    ``dup\\\\x80``: a client reading it took the one for the other. Each is now its own file."""
+    raws = [os.fsencode(tmp_path) + b"/" + name for name in (b"dup\x80", b"dup\\x80", b"dup-plain")]
+    for raw in raws:
+        with open(raw, "wb") as made:
+            made.write(b"same bytes " * 1000)
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize()
+        reply = await wire.call("reclaim_plan", {"path": str(tmp_path), "classes": ["duplicate"]})
+        plan = undone(reply["result"]["structuredContent"])
+        (item,) = plan["items"]
+        assert sorted(os.fsencode(p) for p in [*item["paths"], item["kept_copy"]]) == sorted(raws), item
+        extra = [os.fsencode(p) for p in item["paths"]]
+        for raw in extra:  # changed since the plan: every extra copy is skipped, each named exactly
+            with open(raw, "ab") as grown:
+                grown.write(b"more")
+        ask = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]]})
+        code = ask["result"]["structuredContent"]["confirmation_code"]
+        done = await wire.call(
+            "reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]], "confirm": code}
+        )
+    skipped = undone(done["result"]["structuredContent"])["items"][0]["skipped"]
+    assert sorted(os.fsencode(s["path"]) for s in skipped) == sorted(extra), skipped
+
+
+@pytest.mark.anyio
+async def test_file_sha256s_line_is_the_one_hash_tree_writes_for_a_name_with_a_backslash_and_a_byte(
+    tmp_path: Path,
+) -> None:
+    """sha256sum's line escapes the backslash itself (the line starts with '\\'); the byte that is not
+    UTF-8 is \\xNN after that, never a second doubling of the backslash."""
+    tree = make(tmp_path)
+    async with spawn("--no-history") as wire:
+        await wire.initialize("2025-11-25")
+        listed = result_text(await wire.call("hash_tree", {"path": str(tree)}))
+        line = next(line for line in listed.split("\n") if line.endswith("  both\\\\\\x80"))
+        one = result_text(
+            await wire.call("file_sha256", {"path": os.fsdecode(os.fsencode(tree) + b"/both\\\x80")})
+        )
+    assert line.startswith("\\")
+    assert line.replace("  ", f"  {tree}/", 1) in one, (line, one)
