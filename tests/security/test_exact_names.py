@@ -147,3 +147,42 @@ async def test_file_sha256s_line_is_the_one_hash_tree_writes_for_a_name_with_a_b
         )
     assert line.startswith("\\")
     assert line.replace("  ", f"  {tree}/", 1) in one, (line, one)
+
+
+@pytest.mark.parametrize(
+    "name", [b"byte\x80", b"back\\slash", b"new\nline", b"esc\x1bape", "rtl\u202etxt".encode()]
+)
+def test_a_prompt_names_the_very_file_in_the_call_it_suggests_and_shows_it_escaped(
+    tmp_path: Path, name: bytes
+) -> None:
+    """verify_download's 'Call file_sha256 with path=…' put the name as ``display`` showed it in Python's
+    repr: ``'…/byte\\\\x80'`` names a file holding the four characters, ``'…/back\\\\\\\\slash'`` read as
+    written one with two backslashes. The value is now the name itself, bare or as a JSON string, as
+    every suggested call gives it, and the prose shows the name escaped (``ls -b``)."""
+    from sysmcp.engine.paths import PathPolicy, escaped
+    from sysmcp.server.prompts import PromptEnv, _render_verify
+    from tests.security.test_names_unambiguous import suggested_argument
+
+    made = os.fsencode(tmp_path) + b"/" + name
+    with open(made, "wb") as file:
+        file.write(b"x")
+    env = PromptEnv({"file_sha256"}, {"file_sha256": {"path", "expected"}}, PathPolicy(), history=False)
+    text = _render_verify({"path": os.fsdecode(made), "digest": "a" * 64}, env)
+    assert os.fsencode(suggested_argument(text, "path")) == made, text
+    assert f"I downloaded {escaped(made)} and" in text, text
+
+
+def test_the_triage_prompt_starts_from_a_root_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """With no path given it starts from the first root: its ``display`` form was resolved as if it
+    were a name, ``…/root\\\\x80``, another directory (refused, or another one's triage)."""
+    from sysmcp.engine.paths import PathPolicy
+    from sysmcp.server.prompts import PromptEnv, _render_triage
+    from tests.security.test_names_unambiguous import suggested_argument
+
+    root = os.fsencode(tmp_path) + b"/root\x80"
+    os.mkdir(root)
+    env = PromptEnv(
+        {"disk_usage"}, {"disk_usage": set()}, PathPolicy.of_operator([os.fsdecode(root)]), history=False
+    )
+    text = _render_triage({}, env)
+    assert os.fsencode(suggested_argument(text, "path")) == root, text

@@ -491,7 +491,7 @@ def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept()
     arguments: dict[str, Collection[str]] = {name: set() for name in tools}
     with_history = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=True))
     without = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=False))
-    assert "what_changed with path='/'" in with_history and "what_changed" not in without
+    assert "what_changed with path=/ " in with_history and "what_changed" not in without
     assert (
         with_history.index("disk_usage")
         < with_history.index("what_changed")
