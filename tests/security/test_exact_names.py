@@ -186,3 +186,28 @@ def test_the_triage_prompt_starts_from_a_root_whose_name_is_not_utf8(tmp_path: P
     )
     text = _render_triage({}, env)
     assert os.fsencode(suggested_argument(text, "path")) == root, text
+
+
+@pytest.mark.anyio
+async def test_a_name_taken_from_the_structured_content_and_given_back_finds_the_same_file(
+    tmp_path: Path,
+) -> None:
+    """The round trip a client makes: dir_usage lists the files, each path (undone from exact_bytes)
+    goes back as file_sha256's path, and its digest is that file's own. A name that is not UTF-8 goes
+    back as ``os.fsdecode`` makes it (the JSON text escapes its lone surrogates, ``\\udc80``)."""
+    import hashlib
+
+    tree = make(tmp_path)
+    async with spawn("--no-history") as wire:
+        await wire.initialize("2025-11-25")
+        listed = await wire.call("dir_usage", {"path": str(tree), "top_n": 50, "show": "files"})
+        paths = [row["path"] for row in undone(listed["result"]["structuredContent"])["largest_files"]]
+        assert sorted(map(os.fsencode, paths)) == sorted(os.fsencode(tree) + b"/" + name for name in NAMES)
+        for path in paths:
+            reply = await wire.call("file_sha256", {"path": path})
+            assert reply["result"]["isError"] is False, (path, result_text(reply))
+            with open(os.fsencode(path), "rb") as named:
+                assert (
+                    reply["result"]["structuredContent"]["sha256"] == hashlib.sha256(named.read()).hexdigest()
+                )
+            assert os.fsencode(undone(reply["result"]["structuredContent"])["path"]) == os.fsencode(path)
