@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
-from sysmcp.engine.paths import display, escaped
+from sysmcp.engine.paths import escaped
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
@@ -480,7 +480,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
         name, description = (
             listing_name("dir_usage", shown, ".tsv"),
-            f"Full dir_usage listing of {display(shown)}",
+            f"Full dir_usage listing of {escaped(shown)}",
         )
         link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
         every = ", every extension" if isinstance(found.extensions, list) else ""

@@ -12,7 +12,7 @@ from typing import Any
 
 from sysmcp.engine.duplicates import DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.faults import EngineError, PermissionRefused
-from sysmcp.engine.paths import display, escaped
+from sysmcp.engine.paths import escaped
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural, titled
@@ -173,7 +173,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if answer.groups_not_shown or any(g.paths_not_shown for g in answer.groups):
         name = listing_name("duplicates", shown, ".txt")
         link = ctx.keep(
-            name, full_list(answer, search), description=f"All duplicate groups under {display(shown)}"
+            name, full_list(answer, search), description=f"All duplicate groups under {escaped(shown)}"
         )
         text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
     return ToolOutput.typed(text, answer, links)

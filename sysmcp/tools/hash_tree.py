@@ -26,7 +26,7 @@ from sysmcp.engine.hashing import (
     TreeRequest,
     hash_path,
 )
-from sysmcp.engine.paths import display, escaped, shell_word
+from sysmcp.engine.paths import escaped, shell_word
 from sysmcp.engine.walk import SkipCounter, WalkOptions, more_time_helps
 from sysmcp.history.recording import unreadable_of
 from sysmcp.protocol.context import Meter
@@ -180,7 +180,7 @@ def answer(
                 MANIFEST_NAMES[algorithm.name],
                 tree.manifest.decode("utf-8", "backslashreplace"),
                 description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
-                f"relative to {display(base)}",
+                f"relative to {escaped(base)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))

@@ -28,7 +28,7 @@ from sysmcp.engine.hashing import (
     listed,
 )
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, display, escaped
+from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, escaped
 from sysmcp.engine.walk import WalkOptions, more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -259,7 +259,7 @@ def answer(
             else ctx.keep(
                 "verify-report.txt",
                 text,
-                description=f"Every entry's status from checking {display(manifest_shown)} against {display(base_shown)}",
+                description=f"Every entry's status from checking {escaped(manifest_shown)} against {escaped(base_shown)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.paths import call_argument, display, escaped
+from sysmcp.engine.paths import call_argument, escaped
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
@@ -901,7 +901,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         line, links = ctx.keep_linked(
             listing_name("what_changed", shown, ".tsv"),
             full,
-            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {display(shown)}",
+            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {escaped(shown)}",
             label=f"The {FULL_LIST_MAX:,} largest of the {changes:,} changes"
             if cut
             else "Full list of changes",

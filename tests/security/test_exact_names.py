@@ -211,3 +211,21 @@ async def test_a_name_taken_from_the_structured_content_and_given_back_finds_the
                     reply["result"]["structuredContent"]["sha256"] == hashlib.sha256(named.read()).hexdigest()
                 )
             assert os.fsencode(undone(reply["result"]["structuredContent"])["path"]) == os.fsencode(path)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", [b"d\x80", b"d\\x80"])
+async def test_a_kept_listings_description_shows_its_directory_escaped(tmp_path: Path, name: bytes) -> None:
+    """The full listing's description (resources/list) named the directory as ``display`` does, so
+    ``d<0x80>`` and ``d\\\\x80`` read alike there; it now shows it as the text does (``ls -b``)."""
+    from sysmcp.engine.paths import escaped
+    from tests.harness import call_tool, tool_context
+
+    directory = os.fsencode(tmp_path) + b"/" + name
+    os.mkdir(directory)
+    for index in range(3):
+        with open(directory + b"/f%d" % index, "wb") as made:
+            made.write(b"x" * 5000 * (index + 1))
+    out = await call_tool("dir_usage", tool_context(None), path=os.fsdecode(directory), top_n=1, show="files")
+    (link,) = out.links
+    assert link.description == f"Full dir_usage listing of {escaped(directory)}", link.description
