@@ -229,3 +229,24 @@ async def test_a_kept_listings_description_shows_its_directory_escaped(tmp_path:
     out = await call_tool("dir_usage", tool_context(None), path=os.fsdecode(directory), top_n=1, show="files")
     (link,) = out.links
     assert link.description == f"Full dir_usage listing of {escaped(directory)}", link.description
+
+
+@pytest.mark.parametrize("name", [b"root\x80", b"root\x1bx", "root\u202ex".encode(), b"back\\slash"])
+def test_a_refusal_lists_each_allowed_root_as_a_path_argument_that_names_it(
+    tmp_path: Path, name: bytes
+) -> None:
+    """'Allowed roots: …' tells the model where it may look: a root whose name is not UTF-8 was listed
+    as ``display`` shows it (``root\\\\x80``, another name), one with ESC or U+202E raw (escaped on the
+    way out, ``root\\\\033x``: another name again). Each is now given as a call gives a path."""
+    from sysmcp.engine.faults import OutsideRoots
+    from sysmcp.engine.paths import PathPolicy, printable_text
+    from sysmcp.tools.errors import words
+
+    root = os.fsencode(tmp_path) + b"/" + name
+    os.mkdir(root)
+    with pytest.raises(OutsideRoots) as refused:
+        PathPolicy.of_operator([os.fsdecode(root)]).resolve("/etc")
+    told = printable_text(words(refused.value))  # as every answer's text leaves the server
+    listed = told.split("Allowed roots: ", 1)[1]
+    given = json.loads(listed) if listed.startswith('"') else listed
+    assert os.fsencode(given) == root, listed

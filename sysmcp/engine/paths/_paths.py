@@ -428,7 +428,7 @@ class PathPolicy:
         in_force = self.allowed or []
         raise OutsideRoots(
             f"path {shown} is outside {who}",
-            allowed=[display(r) for r in in_force[:MAX_LISTED]],
+            allowed=[call_argument(str(r)) for r in in_force[:MAX_LISTED]],  # each as a call names it
             more=max(0, len(in_force) - MAX_LISTED),
         )
 
