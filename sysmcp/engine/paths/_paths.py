@@ -84,16 +84,25 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
             return data
         found[where] = base64.b64encode(os.fsencode(data)).decode("ascii")
         return display(data)
-    if isinstance(data, dict):
-        return {key: _in_json(item, f"{where}/{_token(key)}", found) for key, item in data.items()}
+    if isinstance(data, dict):  # most values are plain: no pointer is made for them
+        return {
+            key: item if _plain(item) else _in_json(item, f"{where}/{_token(key)}", found)
+            for key, item in data.items()
+        }
     if isinstance(data, list):
         return [
-            item
-            if type(item) is str and (item.isascii() or _encodes(item))  # most items: no pointer made
-            else _in_json(item, f"{where}/{index}", found)
+            item if _plain(item) else _in_json(item, f"{where}/{index}", found)
             for index, item in enumerate(data)
         ]
     return data
+
+
+def _plain(item: object) -> bool:
+    """A value JSON carries as it is: a number, a boolean, null, or a string that is UTF-8."""
+    if isinstance(item, str):
+        return item.isascii() or _encodes(item)
+    kind = type(item)
+    return kind is int or kind is float or kind is bool or item is None
 
 
 def _token(key: object) -> str:
