@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from sysmcp.engine.paths import exact_names
 from sysmcp.fleet import links
 from sysmcp.fleet.inventory import Inventory
 from sysmcp.fleet.pool import HostFailure, SessionPool, log
@@ -272,7 +273,9 @@ class Fleet:
             # is not kept for the merge, where the memory budget charges only the answers that are ok.
             return outcome("tool_error", reason=bounded(text or "the remote tool reported an error"))
         structured = reply.get("structuredContent")
-        result = links.to_gateway(name, structured) if isinstance(structured, dict) else None
+        # Its names as the host's result held them: a name that is not UTF-8 is its bytes again (its
+        # exact_bytes undone), so the merge shows it as the host would, and the gateway's answer lists it.
+        result = links.to_gateway(name, exact_names(structured)) if isinstance(structured, dict) else None
         return outcome("ok", answer.size, result=result, text=text)
 
     # -- a host's stored results ---------------------------------------------------------------

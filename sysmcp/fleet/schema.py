@@ -11,6 +11,7 @@ from typing import Any
 from sysmcp.render import plural
 from sysmcp.tools.merging import STATUSES
 from sysmcp.tools.registry import Tool
+from sysmcp.tools.schemas import EXACT_BYTES_SCHEMA
 
 HOST_ENTRY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -35,6 +36,7 @@ FLEET_OUTPUT_SCHEMA: dict[str, Any] = {
             "description": "Hosts still connecting or running when the fleet deadline passed.",
         },
         "view": {"type": "object", "description": "The tool's merged view across the hosts that answered."},
+        "exact_bytes": EXACT_BYTES_SCHEMA,
     },
     "required": ["hosts", "asked", "answered", "view"],
 }

@@ -14,7 +14,6 @@ import contextlib
 import os
 import pwd
 import re
-import shlex
 import stat
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from sysmcp import platform
 from sysmcp.engine.containers import ContainersRequest, survey
 from sysmcp.engine.faults import EngineError, Unavailable
 from sysmcp.engine.opens import extended_attributes, open_path
-from sysmcp.engine.paths import display, escaped, exact_bytes
+from sysmcp.engine.paths import escaped, shell_word
 from sysmcp.engine.procs import scan_processes
 
 #: Safety levels, from "delete it without a second thought" to "look first".
@@ -502,7 +501,8 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         return []  # no engine, or one that does not answer: nothing of it to plan
     engine = found.command or ("podman" if found.engine.startswith("Podman") else "docker")
     if layout.container_socket is not None:  # the engine's command must reach the same engine
-        engine += f" --url unix://{found.socket}" if engine == "podman" else f" -H unix://{found.socket}"
+        url = shell_word(f"unix://{found.socket}")
+        engine += f" --url {url}" if engine == "podman" else f" -H {url}"
     # The engine names them: after ``--`` a name starting with "-" is a volume, never an option
     dangling = sorted(v.name for v in found.volumes if v.dangling)
     figures = (  # (key, bytes, command, cost, safety): what the engine's own commands free
@@ -517,7 +517,7 @@ def containers(layout: RootsLayout) -> list[Proposal]:
         (
             "volumes",
             sum(v.size or 0 for v in found.volumes if v.dangling),
-            f"{engine} volume rm -- {' '.join(shlex.quote(name) for name in dangling)}",
+            f"{engine} volume rm -- {' '.join(map(shell_word, dangling))}",
             "the data in volumes no container uses is gone for good: nothing makes it again",
             RISKY,
         ),
@@ -576,10 +576,10 @@ def containers(layout: RootsLayout) -> list[Proposal]:
                 "container",
                 f"{found.socket}:log:{log.file.path}",
                 [file],
-                command=f"truncate -s 0 {shlex.quote(os.fsdecode(file[0]))}",
-                # as a person reads it (the plan's text, reclaim's question): an engine may name a container
+                command=f"truncate -s 0 {shell_word(file[0])}",
+                # a command a person may paste, on one printable line: an engine may name a container
                 # anything, an ESC that moves the cursor too
-                cost=escaped(f"{engine} logs -- {shlex.quote(log.container)} loses what the log held"),
+                cost=f"{engine} logs -- {shell_word(log.container)} loses what the log held",
                 safety=REVIEW,
                 method=f"blocks of the log file {found.engine} names for container {escaped(log.container)}",
                 action="truncate" if ours and names == 1 else "command",
@@ -641,10 +641,9 @@ def deleted_open(layout: RootsLayout) -> list[Proposal]:
             continue  # closed since the scan
         if (st.st_dev, st.st_ino) != (deleted.dev, deleted.ino):
             continue  # the descriptor number was reused for another file
-        # The name it had, JSON-safe, with its exact bytes in base64 when they are not UTF-8.
-        name: dict[str, object] = {"file": display(deleted.path)}
-        if (exact := exact_bytes(deleted.path)) is not None:
-            name["file_bytes"] = exact
+        # The name it had, as os.fsdecode makes it: an answer shows it (in_json), a kept plan's JSON
+        # keeps it (a byte that is not UTF-8 as an escaped lone surrogate, read back the same).
+        name: dict[str, object] = {"file": os.fsdecode(deleted.path)}
         writer = next((holder for holder in held if "w" in holder.mode), None)
         named = writer or first
         found.append(

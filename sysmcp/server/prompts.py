@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.opens import closing_fd, open_parent, open_path
-from sysmcp.engine.paths import PathPolicy, display
+from sysmcp.engine.paths import PathPolicy, call_argument, display, escaped
 from sysmcp.protocol.failures import invalid_params
 from sysmcp.protocol.lifecycle import Features
 from sysmcp.tools.arguments import find_sha256
@@ -77,42 +77,45 @@ class Prompt:
 # -- disk full triage ----------------------------------------------------------------------------
 
 
-def _checked_path(raw: str, env: PromptEnv, name: str) -> str:
+def _checked_path(raw: str, env: PromptEnv, name: str) -> tuple[str, str]:
+    """The path resolved, as the prompt's calls give it (``call_argument``: the name itself) and as its
+    prose shows it (``escaped``); or the argument refused with the rule."""
     try:
-        return display(env.paths.resolve(raw))
+        real = str(env.paths.resolve(raw))
+        return call_argument(real), escaped(real)
     except EngineError as exc:
         raise invalid_params(f"Invalid params: argument {name!r}: {words(exc)}") from None
 
 
 def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
     roots = env.paths.allowed
-    default = display(roots[0]) if roots else "/"  # with roots, "/" itself is out of scope
-    path = _checked_path(arguments.get("path") or default, env, "path")
+    default = str(roots[0]) if roots else "/"  # the name itself; with roots, "/" is out of scope
+    path, shown = _checked_path(arguments.get("path") or default, env, "path")
     tools, known = env.tools, env.tool_arguments
     steps = [
-        f"Call disk_usage with path={path!r}: how full is the filesystem holding it (percent as df "
+        f"Call disk_usage with path={path} — how full is the filesystem holding it (percent as df "
         "computes it; used, free and reserved bytes; inodes)? If it is not above about 90%, say so and ask "
         "whether another disk is meant before digging further (disk_usage without a path lists every "
         "filesystem, /dev/shm and /run included, fullest first).",
-        f"Call dir_usage with path={path!r} (top_n=20 if you want more than the default) to see what fills "
+        f"Call dir_usage with path={path} (top_n=20 if you want more than the default) to see what fills "
         "it. Drill into the directories the largest files sit in with further dir_usage calls.",
     ]
     if env.history and "what_changed" in tools:  # with history, start from what changed
         steps.insert(
             1,
-            f"This host keeps history: call what_changed with path={path!r} and since='24h' (or '7d', or "
+            f"This host keeps history: call what_changed with path={path} and since='24h' (or '7d', or "
             "'last'): which directories grew since then and by how much, the largest new files, and when the "
             "filesystem fills at its recent rate. Start the digging from the directories it names.",
         )
     if "explain" in known.get("disk_usage", ()):
         steps.append(
             "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "
-            f"filesystem (dir_usage of its mount point), call disk_usage with path={path!r} and explain=true: "
+            f"filesystem (dir_usage of its mount point), call disk_usage with path={path} and explain=true: "
             "it accounts for every used byte (files a walk reaches, deleted files still held open and who "
             "holds them, files hidden under mount points, unreadable directories, snapshots, the "
             "filesystem's overhead, and what is left unexplained) and gives the next step for each part."
             + (
-                f" For the deleted files it names, deleted_open_files with path={path!r} says how to free "
+                f" For the deleted files it names, deleted_open_files with path={path} says how to free "
                 "the space without killing the process."
                 if "deleted_open_files" in tools
                 else ""
@@ -122,7 +125,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
         steps.append(
             "Compare: if disk_usage's used bytes are clearly more than dir_usage finds on the whole "
             "filesystem (dir_usage of its mount point), the gap is usually deleted files still held open. "
-            f"Call deleted_open_files with path={path!r}: which processes hold them and how much; its "
+            f"Call deleted_open_files with path={path} — which processes hold them and how much; its "
             "answer says how to free the space without killing the process."
         )
     if "sample_s" in known.get("disk_usage", ()):
@@ -130,19 +133,19 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
             "; then call disk_io (sample_s=5) to see which process is writing" if "disk_io" in tools else ""
         )
         steps.append(
-            f"If it may be filling right now, call disk_usage with path={path!r} and sample_s=10 for the "
+            f"If it may be filling right now, call disk_usage with path={path} and sample_s=10 for the "
             f"fill rate and the time until it is full{writer}. A disk full within hours comes first in "
             "your report."
         )
     if "modified_within" in known.get("dir_usage", ()):
         steps.append(
-            f"Call dir_usage with path={path!r} and modified_within='1d' (or '1h') to see what is new: what "
+            f"Call dir_usage with path={path} and modified_within='1d' (or '1h') to see what is new: what "
             "grew lately. Then call it with modified_before='30d' and show='all' for clean-up candidates: "
             "big files nobody touched for a month, and which file types (extensions) take the space."
         )
     if "find_duplicates" in tools:
         steps.append(
-            f"Call find_duplicates with path={path!r} to find identical files that waste space; note "
+            f"Call find_duplicates with path={path} to find identical files that waste space; note "
             "how much space each duplicate group could free."
         )
     found = [
@@ -162,7 +165,7 @@ def _render_triage(arguments: dict[str, str], env: PromptEnv) -> str:
     )
     numbered = "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
     return (
-        f"The disk holding {path} is full or filling up. Triage it with the sysmcp tools:\n\n{numbered}\n\n"
+        f"The disk holding {shown} is full or filling up. Triage it with the sysmcp tools:\n\n{numbered}\n\n"
         "sysmcp is read-only: never claim to have deleted or moved anything. Put any clean-up as commands "
         "for me to review, largest win first, and warn about anything that is risky to remove."
     )
@@ -183,13 +186,13 @@ def parse_sha256(text: str) -> str:
 
 
 def _render_verify(arguments: dict[str, str], env: PromptEnv) -> str:
-    path = _checked_path(arguments.get("path", ""), env, "path")
+    path, shown = _checked_path(arguments.get("path", ""), env, "path")
     digest = parse_sha256(arguments.get("digest", ""))
-    call = f"Call file_sha256 with path={path!r}"
+    call = f"Call file_sha256 with path={path}"
     if "expected" in env.tool_arguments.get("file_sha256", ()):
         call += f" and expected={digest!r}; it compares the digests for you"
     return (
-        f"I downloaded {path} and the publisher gives its SHA-256 digest as {digest}. Is it the right file?\n\n"
+        f"I downloaded {shown} and the publisher gives its SHA-256 digest as {digest}. Is it the right file?\n\n"
         f"1. {call}.\n"
         f"2. Compare the digest it returns with {digest}: all 64 hex digits, ignoring case.\n"
         "3. Answer MATCH or MISMATCH first, then the file's size and both digests. On a mismatch, tell me "

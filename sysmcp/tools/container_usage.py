@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
-from sysmcp.engine.paths import PATH_MAX, one_line, printable, within_roots
+from sysmcp.engine.paths import PATH_MAX, escaped, one_line, within_roots
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
@@ -366,7 +366,7 @@ def _more(shown: int, count: int, noun: str) -> list[str]:
 
 
 def render(s: ContainerUsage) -> str:
-    root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
+    root = f"data root {escaped(s.data_root)}" if s.data_root else "data root outside the allowed roots"
     asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
     if s.partial:
@@ -443,7 +443,7 @@ def render(s: ContainerUsage) -> str:
     )
     for log in lo.largest:
         limit = f"max-size {log.max_size}" if log.max_size else "no max-size"
-        where = f"  {printable(log.path)}" if log.path else ""
+        where = f"  {escaped(log.path)}" if log.path else ""
         lines.append(f"  {_size(log.bytes):>10}  {log.container}  {limit}{where}")
     lines += _more(len(lo.largest), lo.count, "log file")
     if s.reconciliation is not None:
@@ -455,7 +455,7 @@ def render(s: ContainerUsage) -> str:
         )
     if s.note:
         lines.append(s.note)
-    return "\n".join(map(one_line, lines))  # on their lines: no newline, no ESC (names: printable)
+    return "\n".join(map(one_line, lines))  # on their lines: no newline, no ESC (names: escaped)
 
 
 def _size(value: int | None) -> str:
@@ -495,7 +495,7 @@ def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
             if diff >= 0
             else f"{human_bytes(-diff)} less"
         )
-    walked = f" (walked at {printable(re.path)}, where it leads)" if re.path and re.path != data_root else ""
+    walked = f" (walked at {escaped(re.path)}, where it leads)" if re.path and re.path != data_root else ""
     lines = [
         f"On disk: the data root{walked} holds {human_bytes(re.walked_bytes)} ({human_bytes(re.walked_disk_bytes)} "
         f"allocated){partial}; the engine's figures and the logs account for {accounted}: {said}"

@@ -20,7 +20,7 @@ from typing import Any
 
 from sysmcp import platform
 from sysmcp.engine.mounts import Mount, MountTable, default_partitions
-from sysmcp.engine.paths import mount_source, on_the_way, printable, within_roots
+from sysmcp.engine.paths import escaped, mount_source, on_the_way, within_roots
 from sysmcp.engine.procs import PROC, DeletedFile, Holder, Scan, filesystem_of, scan_processes
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, noun, plural
@@ -134,7 +134,7 @@ def _holder_text(holder: Holder) -> str:
     user = f" ({holder.user})" if holder.user else ""
     held = f"fd {holder.fd}{holder.mode}" if holder.fd is not None else f"mapped {holder.mode}"
     held += " and mapped" if holder.fd is not None and holder.mapped else ""
-    return f"pid {holder.pid} {printable(holder.command)}{user} {held}"
+    return f"pid {holder.pid} {escaped(holder.command)}{user} {held}"
 
 
 def render(
@@ -205,7 +205,7 @@ def render(
         for item, mount in listed
     ]
     total_disk = sum(e.disk_bytes for e in filesystems)
-    where = f" on the filesystem holding {printable(shown)}" if shown is not None else ""
+    where = f" on the filesystem holding {escaped(shown)}" if shown is not None else ""
     where += " under the allowed roots" if roots is not None else ""
     lines: list[str] = []
     if not rows:
@@ -219,7 +219,7 @@ def render(
         )
         for entry in filesystems:
             lines.append(
-                f"  {printable(entry.mount_point)} ({printable(entry.fs_type)} {printable(entry.device)}): "
+                f"  {escaped(entry.mount_point)} ({escaped(entry.fs_type)} {escaped(entry.device)}): "
                 f"{human_bytes(entry.disk_bytes)} in {plural(entry.files, 'file')}"
             )
         lines.append("Largest first:")
@@ -234,7 +234,7 @@ def render(
             if item.namespace_pid is not None:
                 seen += f"; its name in pid {item.namespace_pid}'s mount namespace"
             lines.append(
-                f"  {size:>10}  {printable(item.path)} (deleted{seen}) on {printable(mount.mount_point)} — {holders}"
+                f"  {size:>10}  {escaped(item.path)} (deleted{seen}) on {escaped(mount.mount_point)} — {holders}"
             )
         if len(rows) > len(listed):
             lines.append("  " + more_not_shown(len(rows) - len(listed), "deleted file"))
@@ -316,11 +316,9 @@ class DeletedOpenFiles:
                 try:
                     st_dev = os.stat(found).st_dev
                 except FileNotFoundError:
-                    raise ToolError(f"No such file or directory: {printable(str(found))}") from None
+                    raise ToolError(f"No such file or directory: {escaped(str(found))}") from None
                 except OSError as exc:
-                    raise ToolError(
-                        f"Cannot look at {printable(str(found))}: {exc.strerror or exc}"
-                    ) from None
+                    raise ToolError(f"Cannot look at {escaped(str(found))}: {exc.strerror or exc}") from None
                 mount = self.partitions().holding(str(found), st_dev)  # its filesystem's number, not
                 devices.append(st_dev if mount is None else mount.number(st_dev))  # its subvolume's (btrfs)
 

@@ -27,6 +27,11 @@ COMMON: dict[str, str] = {
     "disk_bytes": "Bytes allocated on disk, as du counts them.",
     "elapsed_s": "Seconds the work took.",
     "error": "Why it could not be read or hashed.",
+    "exact_bytes": (
+        "Present when a name here is not UTF-8, which JSON text cannot carry: such a name is shown with each "
+        "byte that is not UTF-8 as \\xNN and each backslash doubled, and this maps the JSON Pointer "
+        "(RFC 6901) of each string shown so to its exact bytes in base64. Every other string is exact."
+    ),
     "extensions_not_shown": "File extensions beyond those listed.",
     "failed_files": "Files whose digest differs from the manifest's (the first ones).",
     "files:array": "The files, largest first (at most top_n).",

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.mounts import inodes_in_use
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import escaped
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.context import Meter
@@ -289,19 +289,19 @@ def _lists(found: DirUsage, usage: Usage, args: dict[str, Any], now: float) -> l
         depth = "immediate subdirectories" if args["max_depth"] == 1 else f"depth ≤ {args['max_depth']}"
         directories = found.largest_directories
         rows: list[tuple[Listed, str, str]] = [
-            (row, printable(row.path) + "/", f"  ({plural(row.files, 'file')})") for row in directories
+            (row, escaped(row.path) + "/", f"  ({plural(row.files, 'file')})") for row in directories
         ]
         title = f"Largest directories ({depth}, by {measure}{limit}):"
         lines += _list(title, rows, found.directories_not_shown, "directory", by_disk)
     if args["show"] in _LISTS_FILES:
         files = found.largest_files
         ages = [_age(usage.modified.get(file.relative), now) for file in usage.files[: len(files)]]
-        rows = [(row, printable(row.path), tail) for row, tail in zip(files, ages, strict=True)]
+        rows = [(row, escaped(row.path), tail) for row, tail in zip(files, ages, strict=True)]
         title = f"Largest files (by {measure}{limit}{modified}):"
         lines += _list(title, rows, found.files_not_shown, "file", by_disk)
     if isinstance(found.extensions, list):
         extensions = found.extensions
-        rows = [(row, printable(row.extension), f"  ({plural(row.files, 'file')})") for row in extensions]
+        rows = [(row, escaped(row.extension), f"  ({plural(row.files, 'file')})") for row in extensions]
         title = f"Top extensions (by {measure}{modified}):"
         lines += _list(title, rows, len(usage.extensions) - len(rows), "extension", by_disk)
     return lines
@@ -318,7 +318,7 @@ def _head(found: DirUsage, elapsed: float, args: dict[str, Any]) -> list[str]:
             f"{plural(totals.entries, 'entry')}; totals and lists cover only what was scanned."
         )
     lines.append(
-        f"{printable(found.path)}: {human_bytes(totals.disk_bytes)} on disk ({human_bytes(totals.apparent_bytes)} "
+        f"{escaped(found.path)}: {human_bytes(totals.disk_bytes)} on disk ({human_bytes(totals.apparent_bytes)} "
         f"apparent) in {plural(totals.files, 'file')} and {plural(totals.directories, 'directory')}{so_far} "
         f"[{elapsed:.2f} s]"
     )
@@ -380,7 +380,7 @@ def _full_listing(
     extensions: list[Extension],
 ) -> str:
     """The tab-separated listing kept as a resource when the text cut a list."""
-    out = [f"# dir_usage {printable(found.path)} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
+    out = [f"# dir_usage {escaped(found.path)} (sort_by={found.sort_by}, max_depth={args['max_depth']})"]
     if found.stopped_reason:
         out.append(f"# PARTIAL: {found.stopped_reason}")
     if args["show"] in _LISTS_DIRECTORIES:
@@ -388,20 +388,20 @@ def _full_listing(
         out += _tsv(
             f"largest directories ({len(directories):,} of {eligible:,})",
             "files",
-            [(r, r.files, printable(r.path) + "/") for r in directories],
+            [(r, r.files, escaped(r.path) + "/") for r in directories],
         )
     if args["show"] in _LISTS_FILES:
         eligible = len(found.largest_files) + found.files_not_shown
         out += _tsv(
             f"largest files ({len(files):,} of {eligible:,})",
             "modified",
-            [(r, r.modified or "", printable(r.path)) for r in files],
+            [(r, r.modified or "", escaped(r.path)) for r in files],
         )
     if extensions:
         out += _tsv(
             f"extensions ({len(extensions):,})",
             "files",
-            [(r, r.files, printable(r.extension)) for r in extensions],
+            [(r, r.files, escaped(r.extension)) for r in extensions],
             "extension",
         )
     return "\n".join(out) + "\n"
@@ -481,7 +481,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     if full is not None:  # not kept: bounded by the list sizes, only absurdly long names could get there
         name, description = (
             listing_name("dir_usage", shown, ".tsv"),
-            f"Full dir_usage listing of {display(shown)}",
+            f"Full dir_usage listing of {escaped(shown)}",
         )
         link = ctx.keep(name, full, description=description, mime_type="text/tab-separated-values")
         every = ", every extension" if isinstance(found.extensions, list) else ""
@@ -506,7 +506,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
         for kind, items in (("directories", found.largest_directories), ("files", found.largest_files)):
             if items:
                 body.append(f"{host}: largest {kind}")
-                body += [f"  {human_bytes(getattr(item, key)):>10}  {printable(item.path)}" for item in items]
+                body += [f"  {human_bytes(getattr(item, key)):>10}  {escaped(item.path)}" for item in items]
     view = {
         "totals": [
             {"host": host, "path": r.path, "complete": r.complete, **to_json(r.totals)}

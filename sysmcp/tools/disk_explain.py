@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sysmcp.engine.paths import call_argument, display, mount_source, on_the_way, printable, shell_word
+from sysmcp.engine.paths import call_argument, escaped, mount_source, on_the_way, shell_word
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.render import age, human_bytes, noun, plural
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
@@ -207,7 +207,7 @@ async def run(
 
 
 def _holders(held: HeldOpen) -> str:
-    names = list(dict.fromkeys(f"{printable(cmd)} (pid {pid})" for pid, cmd in held.holders))
+    names = list(dict.fromkeys(f"{escaped(cmd)} (pid {pid})" for pid, cmd in held.holders))
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
@@ -244,7 +244,7 @@ def _deleted(acc: Accounting, point: str) -> tuple[str, DeletedOpen]:
             else "truncate through /proc/PID/fd/N"
         )
         step = f"{truncate}, or restart the holder; deleted_open_files path={point} lists every one"
-        named = "; ".join(f"{printable(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in held)
+        named = "; ".join(f"{escaped(f.path)} {human_bytes(f.disk)} held by {_holders(f)}" for f in held)
         more = deleted.not_named + max(len(deleted.files) - NAMED, 0)
         text = f"{human_bytes(deleted.disk)} in {plural(len(deleted.files) + deleted.not_named, 'file')}" + (
             f": {named}" if named else ""
@@ -275,7 +275,7 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
     shown, past = hidden.places[:NAMED], hidden.places[NAMED:]
     points = [os.path.join(root, p.relative) for p in shown]
     listed = [
-        f"{printable(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
+        f"{escaped(at)} {human_bytes(p.disk)} ({plural(p.files, 'file')})"
         for at, p in zip(points, shown, strict=True)
     ]
     if past:
@@ -295,16 +295,16 @@ def _hidden(acc: Accounting) -> tuple[str, HiddenUnderMounts]:
         if shown:
             look = (
                 f"look beneath without unmounting: mkdir -p {UNDER} && mount --bind {_argument(root)} {UNDER} "
-                f"(a second view of {printable(root)} without the filesystems mounted on it), then "
+                f"(a second view of {escaped(root)} without the filesystems mounted on it), then "
                 f"ls -la {_argument(os.path.join(UNDER, shown[0].relative))}, move the files out, umount {UNDER}"
             )
-            system = [printable(at) for at in points if _system(at)]
+            system = [escaped(at) for at in points if _system(at)]
             if system:
                 step = f"never unmount {', '.join(system)} (the system runs on {'it' if len(system) == 1 else 'them'}); {look}"
             else:
                 step = f"unmount {_argument(points[0])} and move the files out, or {look}"
     places = [
-        {"mount_point": display(at), "bytes": p.disk, "files": p.files}
+        {"mount_point": at, "bytes": p.disk, "files": p.files}  # the name itself: in_json shows it
         for at, p in zip(points, shown, strict=True)
     ]
     unlisted = len(past) + hidden.outside + hidden.empty
@@ -390,8 +390,8 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
             f"PARTIAL RESULT: the walk stopped ({walked.stopped}); what it did not reach is in 'not walked'."
         )
     lines.append(
-        f"Of {human_bytes(used)} used on {printable(point)} ({printable(acc.mount.fs_type)} "
-        f"{printable(mount_source(acc.mount.device, roots))}), " + ", ".join(summary) + "."
+        f"Of {human_bytes(used)} used on {escaped(point)} ({escaped(acc.mount.fs_type)} "
+        f"{escaped(mount_source(acc.mount.device, roots))}), " + ", ".join(summary) + "."
     )
     first = call_argument(str(walked.roots_walked[0]) if walked.roots_walked else point)
     files_step = f"dir_usage path={first} shows which directories hold them"
@@ -414,7 +414,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     elif walked.unreadable:
         lines.append(
             f"4. Unreadable directories: {walked.unreadable:,}"
-            + (f" ({', '.join(map(printable, unread))})" if unread else "")
+            + (f" ({', '.join(map(escaped, unread))})" if unread else "")
             + f", holding at most {human_bytes(bound)} (the remainder). Next: {unread_step}."
         )
     else:
@@ -429,7 +429,7 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     note = f" ({snaps.note})" if snaps.note else ""
     if snaps.kind and snaps.items:
         shown = "; ".join(
-            f"{printable(s.name)} {'?' if s.exclusive is None else human_bytes(s.exclusive)}"
+            f"{escaped(s.name)} {'?' if s.exclusive is None else human_bytes(s.exclusive)}"
             for s in snaps.items[:NAMED]
         )
         lines.append(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sysmcp.engine.health import BTRFS_MISSING, BtrfsDevice, Device, Health, HealthRequest, MdArray, run
-from sysmcp.engine.paths import printable, within_roots
+from sysmcp.engine.paths import escaped, within_roots
 from sysmcp.protocol.context import Meter
 from sysmcp.render import plural
 from sysmcp.tools import schemas as js
@@ -209,7 +209,7 @@ def render(answer: DiskHealth) -> str:
         lines.append(f"  md {array.name}: {array.verdict.upper()} — {state}{advice}")
     for dev in answer.btrfs:
         errors = ", ".join(f"{k} {v:,}" for k, v in dev.errors.items() if v) or "no errors"
-        where = f" on {printable(dev.mount_point)}" if dev.mount_point else ""
+        where = f" on {escaped(dev.mount_point)}" if dev.mount_point else ""
         advice = (
             " — missing: the filesystem runs degraded without it; replace it (btrfs replace start, or "
             "btrfs device add, then btrfs device remove missing)"

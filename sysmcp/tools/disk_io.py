@@ -19,7 +19,7 @@ import anyio
 
 from sysmcp import platform
 from sysmcp.engine.mounts import default_partitions
-from sysmcp.engine.paths import printable, within_roots
+from sysmcp.engine.paths import escaped, within_roots
 from sysmcp.engine.procs import (
     PROC,
     ProcessIo,
@@ -124,7 +124,7 @@ def render(answer: DiskIO) -> str:
     for device in answer.devices:
         busy = f", busy {device.busy_percent:g}%" if device.busy_percent is not None else ""
         points = device.mount_points
-        mounted = ", ".join(map(printable, points[:MOUNT_POINTS_NAMED])) + (
+        mounted = ", ".join(map(escaped, points[:MOUNT_POINTS_NAMED])) + (
             ", …" if len(points) > MOUNT_POINTS_NAMED else ""
         )
         lines.append(
@@ -149,7 +149,7 @@ def render(answer: DiskIO) -> str:
             user = f" ({row.user})" if row.user else ""
             lines.append(
                 f"  {human_bytes(row.bytes_per_s):>10}/s  ({human_bytes(row.bytes)})  pid {row.pid} "
-                f"{printable(row.command)}{user}"
+                f"{escaped(row.command)}{user}"
             )
             if isinstance(row, Writer):
                 lines.extend(_writing(row))
@@ -175,7 +175,7 @@ def render(answer: DiskIO) -> str:
 def _writing(row: Writer) -> list[str]:
     """The lines naming the files a top writer has open for writing."""
     lines = [
-        f"      writing {printable(item.path)}{' (deleted)' if item.deleted else ''} "
+        f"      writing {escaped(item.path)}{' (deleted)' if item.deleted else ''} "
         f"on {item.device} (/proc/{row.pid}/fd/{item.fd})"
         for item in row.files
     ]

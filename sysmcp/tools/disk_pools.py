@@ -13,7 +13,7 @@ import anyio.to_thread
 
 from sysmcp.engine.faults import EngineError
 from sysmcp.engine.mounts import Figures, FilesystemUsage, Rate, SampleClock
-from sysmcp.engine.paths import is_within, printable, shell_word, within_roots
+from sysmcp.engine.paths import escaped, is_within, shell_word, within_roots
 from sysmcp.engine.pools import (
     ZPOOL_FULL_PERCENT,
     Allocation,
@@ -134,7 +134,7 @@ def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
     metadata chunk of its profile spans (two for RAID1, where one added device leaves no room)."""
     if not allocation.stuck:
         return None
-    point, word = printable(mount_point), shell_word(mount_point)
+    point, word = escaped(mount_point), shell_word(mount_point)
     meta = allocation.of("metadata")
     data = allocation.of("data")
     assert meta is not None
@@ -230,7 +230,7 @@ def zfs_of(dataset: str, found: ZfsPools) -> ZfsPool | None:
 
 def _pool_warning(part: ZfsPool) -> str | None:
     """'⚠ ZFS pool backup is DEGRADED …; 87 % full …', or None for a whole pool under the threshold."""
-    name, word = printable(part.pool), shell_word(part.pool)
+    name, word = escaped(part.pool), shell_word(part.pool)
     said = []
     if part.health == "DEGRADED":
         said.append(
@@ -239,7 +239,7 @@ def _pool_warning(part: ZfsPool) -> str | None:
         )
     elif part.health != "ONLINE":
         said.append(
-            f"is {printable(part.health)}: it cannot serve its datasets' reads and writes (zpool status -x "
+            f"is {escaped(part.health)}: it cannot serve its datasets' reads and writes (zpool status -x "
             f"{word} says why; zpool clear {word} once the cause is fixed)"
         )
     if part.pool_full:
@@ -269,8 +269,8 @@ def zfs_lines(rows: Sequence[tuple[str, str, ZfsPool, bool]]) -> list[str]:
         if alerted and which is not None and limit is not None and (part.free_bytes or 0) > 0:
             lines.setdefault(
                 f"quota {dataset}",
-                f"⚠ {printable(point)} (ZFS {printable(dataset)}) is full at its {which} of {human_bytes(limit)} "
-                f"while its pool {printable(part.pool)} has {human_bytes(part.free_bytes or 0)} free: raise it "
+                f"⚠ {escaped(point)} (ZFS {escaped(dataset)}) is full at its {which} of {human_bytes(limit)} "
+                f"while its pool {escaped(part.pool)} has {human_bytes(part.free_bytes or 0)} free: raise it "
                 f"(zfs set {which}=SIZE {shell_word(dataset)}) or free space inside it.",
             )
     return list(lines.values())
@@ -356,7 +356,7 @@ def _pool_line(entry: FilesystemUsage, pool: ThinPool, fuller: bool, rate: Rate 
     """'/srv on thin pool vg0/pool: data 97.0 %, metadata 12.0 %, 300.0 MiB free of 10.0 GiB; …'."""
     meta = "" if pool.metadata_percent is None else f", metadata {pool.metadata_percent:g} %"
     text = (
-        f"{printable(entry.mount.mount_point)} is on thin pool {printable(pool.name)}: data {pool.data_percent:g} %{meta}, "
+        f"{escaped(entry.mount.mount_point)} is on thin pool {escaped(pool.name)}: data {pool.data_percent:g} %{meta}, "
         f"{human_bytes(pool.free)} free of {human_bytes(pool.size)}"
     )
     if pool.overcommitted:
@@ -426,7 +426,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     sized = [item for item in cow.items if item.shared is not None]
     if sized:
         shared = "; ".join(
-            f"{printable(_named(cow, item, roots))} {human_bytes(item.shared or 0)}" for item in sized[:5]
+            f"{escaped(_named(cow, item, roots))} {human_bytes(item.shared or 0)}" for item in sized[:5]
         )
         extra.append(
             "   Shared with the live files or other snapshots (freed only when every holder is deleted; "
@@ -450,7 +450,7 @@ def cow_lines(cow: Cow, roots: Sequence[Path] | None = None) -> list[str]:
     if cow.zfs is not None:
         z = cow.zfs
         extra.append(
-            f"   ZFS: {printable(z.name)} uses {human_bytes(z.used)} of its pool = {human_bytes(z.dataset)} its own files "
+            f"   ZFS: {escaped(z.name)} uses {human_bytes(z.used)} of its pool = {human_bytes(z.dataset)} its own files "
             f"(df's used) + {human_bytes(z.snapshots)} held by its snapshots + {human_bytes(z.children)} "
             f"by child datasets + {human_bytes(z.refreservation)} reserved (refreservation). Destroying "
             "a snapshot frees its own used; the snapshots' shared rest only when all that hold it are gone."

@@ -36,7 +36,7 @@ from sysmcp.engine.mounts import (
     layer_directories,
     statvfs_usage,
 )
-from sysmcp.engine.paths import is_within, mount_source, printable, within_roots
+from sysmcp.engine.paths import escaped, is_within, mount_source, within_roots
 from sysmcp.engine.pools import Allocation, ZfsPools, could_be_thin
 from sysmcp.history import state
 from sysmcp.history.recording import ReadingGate
@@ -358,14 +358,14 @@ def alert_phrase(fs: Filesystem) -> str:
 
 
 def describe_mount(fs: Filesystem) -> str:
-    parts = [f"{printable(fs.fs_type)} {printable(fs.device)}"]
+    parts = [f"{escaped(fs.fs_type)} {escaped(fs.device)}"]
     if fs.fs_type == "btrfs" and {"subvol", f"subvol={fs.fs_root}"} & set(fs.options):
         if fs.fs_root != "/":  # a subvolume's own mount (Fedora's /home: subvol=home), no bind mount
-            parts.append(f"subvolume {printable(fs.fs_root or '(name withheld: outside the allowed roots)')}")
+            parts.append(f"subvolume {escaped(fs.fs_root or '(name withheld: outside the allowed roots)')}")
     elif fs.fs_root is None:
         parts.append("bind mount of a directory outside the allowed roots")
     elif fs.fs_root != "/":
-        parts.append(f"bind mount of {printable(fs.fs_root)}")
+        parts.append(f"bind mount of {escaped(fs.fs_root)}")
     if fs.read_only:
         parts.append("read-only")
     return ", ".join(parts)
@@ -388,7 +388,7 @@ def render(
 
 
 def render_one(shown: str, fs: Filesystem, rate: Rate | None, unit: str) -> str:
-    where = f"{printable(shown)} is on {printable(fs.mount_point)} ({describe_mount(fs)})"
+    where = f"{escaped(shown)} is on {escaped(fs.mount_point)} ({describe_mount(fs)})"
     if fs.status != "ok":
         return f"{where}: {fs.reason}."
     phrase = "" if rate is None else f" Over {rate.seconds:.1f} s: {rate_phrase(rate, fs.free_bytes or 0)}."
@@ -405,15 +405,15 @@ def render_all(answer: DiskUsageResult, rates: Sequence[Rate | None], unit: str,
     rated = list(zip(filesystems, rates, strict=True))
     if sample_s:
         filling = [
-            f"{printable(fs.mount_point)} ({rate_phrase(rate, fs.free_bytes or 0)})"
+            f"{escaped(fs.mount_point)} ({rate_phrase(rate, fs.free_bytes or 0)})"
             for fs, rate in rated
             if rate is not None and rate.bytes_per_s > 0
         ]
         lines.append(f"Sampled for {sample_s:g} s. Filling now: {'; '.join(filling) if filling else 'none'}.")
-    flagged = [f"{printable(fs.mount_point)} ({' and '.join(fs.alerts)})" for fs in filesystems if fs.alerts]
+    flagged = [f"{escaped(fs.mount_point)} ({' and '.join(fs.alerts)})" for fs in filesystems if fs.alerts]
     if flagged:
         lines.append(f"Over {ALERT_PERCENT} %: {', '.join(flagged)}.")
-    silent = [printable(fs.mount_point) for fs in filesystems if fs.status == "no_answer"]
+    silent = [escaped(fs.mount_point) for fs in filesystems if fs.status == "no_answer"]
     if silent:
         lines.append(f"Did not answer: {', '.join(silent)}.")
     return "\n".join(lines + [_line(fs, rate, unit) for fs, rate in rated])
@@ -421,7 +421,7 @@ def render_all(answer: DiskUsageResult, rates: Sequence[Rate | None], unit: str,
 
 def _line(fs: Filesystem, rate: Rate | None, unit: str) -> str:
     """'/var  ext4 /dev/sda2 ro  <usage>; <inodes>[; <rate>][  ⚠ …]', or the reason there are no figures."""
-    head = f"{printable(fs.mount_point)}  {printable(fs.fs_type)} {printable(fs.device)}" + (
+    head = f"{escaped(fs.mount_point)}  {escaped(fs.fs_type)} {escaped(fs.device)}" + (
         " ro" if fs.read_only else ""
     )
     if fs.status != "ok":
@@ -713,7 +713,7 @@ def apfs_notes(entries: Sequence[FilesystemUsage], table: MountTable) -> list[st
         if container is None or not siblings or container in notes:
             continue
         names = [
-            printable(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
+            escaped(m.mount_point) for m in sorted([entry.mount, *siblings], key=attrgetter("mount_point"))
         ]
         free = f" ({human_bytes(entry.figures.free)} free)" if entry.figures is not None else ""
         notes[container] = (
@@ -791,7 +791,7 @@ def _explain_row(host: str, part: Explain) -> list[str]:
     unreadable, snapshots, overhead = part.unreadable_directories, part.snapshots, part.overhead
     return [
         host,
-        printable(part.mount_point),
+        escaped(part.mount_point),
         human_bytes(part.used_bytes),
         human_bytes(part.files.bytes),
         human_bytes(part.deleted_open.bytes) if part.deleted_open.available else "?",
@@ -814,7 +814,7 @@ def _fleet_alerts(alerts: Sequence[tuple[str, Filesystem]]) -> str:
     """'2 filesystems on 1 host are over 90 %: web01:/ (space), web01:/var (inodes)'."""
     hosts = len(dict.fromkeys(host for host, _ in alerts))
     named = ", ".join(
-        f"{host}:{printable(fs.mount_point)} ({' and '.join(fs.alerts or ())})" for host, fs in alerts
+        f"{host}:{escaped(fs.mount_point)} ({' and '.join(fs.alerts or ())})" for host, fs in alerts
     )
     return (
         f"{len(alerts)} {noun(len(alerts), 'filesystem')} on {hosts} {noun(hosts, 'host')} "
@@ -825,13 +825,13 @@ def _fleet_alerts(alerts: Sequence[tuple[str, Filesystem]]) -> str:
 def _fleet_row(host: str, fs: Filesystem) -> list[str]:
     """One filesystem of one host in the fleet table; '—' for the sizes of one that did not answer."""
     if fs.status != "ok":
-        return [host, printable(fs.mount_point), printable(fs.fs_type), "—", "—", "—", fs.status, ""]
+        return [host, escaped(fs.mount_point), escaped(fs.fs_type), "—", "—", "—", fs.status, ""]
     sizes = [human_bytes(size or 0) for size in (fs.total_bytes, fs.used_bytes, fs.free_bytes)]
     inode_percent = _pct(fs.inodes.percent_used) if fs.inodes else "-"
     return [
         host,
-        printable(fs.mount_point),
-        printable(fs.fs_type),
+        escaped(fs.mount_point),
+        escaped(fs.fs_type),
         *sizes,
         _pct(fs.percent_used),
         inode_percent,

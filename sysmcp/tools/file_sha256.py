@@ -15,7 +15,7 @@ from typing import Any
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import PermissionRefused
 from sysmcp.engine.hashing import ALGORITHMS, FileHash, FileRequest, format_line, hash_file
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import escaped
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, plural, rate, took
@@ -69,14 +69,14 @@ def run(request: FileRequest, progress: Progress, cancel: Cancel) -> FileHash:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = await ctx.resolve(args["path"])
-    shown = str(path)  # the name itself: the text escapes it (printable), the JSON displays it
+    shown = str(path)  # the name itself: the text escapes it (escaped), the JSON displays it
     raw = os.fsencode(path)
 
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} of {human_bytes(meter.total or 0)} at {rate(meter.done, elapsed)}"
 
     hashed = await ctx.run_engine(
-        run, FileRequest(raw, printable(shown), args["path"], SHA256), describe=describe
+        run, FileRequest(raw, escaped(shown), args["path"], SHA256), describe=describe
     )
     digest = hashed.digest
     hexdigest = digest.hexdigests[SHA256.name]
@@ -86,7 +86,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         shown, hexdigest, digest.size, round(hashed.seconds, 6), expected, match, digest.changed is not None
     )
     # sha256sum's own line: a name with a backslash or newline is escaped and the line starts with '\'.
-    line = display(format_line(raw, hexdigest, SHA256).rstrip(b"\n"))
+    # A byte that is not UTF-8 is \xNN, as hash_tree's lines show it: its backslashes are escaped already.
+    line = format_line(raw, hexdigest, SHA256).rstrip(b"\n").decode("utf-8", "backslashreplace")
     return ToolOutput.typed(render(answer, line, hashed.seconds, digest.changed), answer)
 
 
@@ -95,7 +96,7 @@ def render(answer: FileSha256, line: str, seconds: float, changed: str | None) -
     lines = []
     if changed:
         lines.append(
-            f"WARNING: {printable(answer.path)} changed while it was being hashed: {changed}. The digest "
+            f"WARNING: {escaped(answer.path)} changed while it was being hashed: {changed}. The digest "
             "below is of no single version of the file; hash it again once nothing is writing to it."
         )
     lines.append(line)

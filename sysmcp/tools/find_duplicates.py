@@ -12,7 +12,7 @@ from typing import Any
 
 from sysmcp.engine.duplicates import DuplicatesRequest, Search, find_duplicates
 from sysmcp.engine.faults import EngineError, PermissionRefused
-from sysmcp.engine.paths import display, printable
+from sysmcp.engine.paths import escaped
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
 from sysmcp.render import human_bytes, more_not_shown, plural, titled
@@ -106,13 +106,13 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
             "missing (the largest files are checked first)."
         )
     lines.append(
-        f"{printable(answer.path)}: {plural(answer.groups_found, 'group')} of identical files, {plural(answer.duplicate_files, 'extra copy')}, "
+        f"{escaped(answer.path)}: {plural(answer.groups_found, 'group')} of identical files, {plural(answer.duplicate_files, 'extra copy')}, "
         f"{human_bytes(answer.reclaimable_bytes)} reclaimable; {plural(answer.files_scanned, 'file')} considered, "
         f"opened {plural(answer.files_read, 'time')} (a file once per sieve), {human_bytes(answer.bytes_read)} read [{answer.elapsed_s:.2f} s]"
     )
     for number, group in enumerate(answer.groups, 1):
         head = f"{number}. {group.copies} copies of {human_bytes(group.size_bytes)} — {human_bytes(group.reclaimable_bytes)} reclaimable:"
-        lines += titled(head, map(printable, group.paths), group.paths_not_shown, "copy", indent="     ")
+        lines += titled(head, map(escaped, group.paths), group.paths_not_shown, "copy", indent="     ")
     lines += [more_not_shown(answer.groups_not_shown, "group")] if answer.groups_not_shown else []
     if answer.hard_links_ignored:
         were = "was not treated as a copy" if answer.hard_links_ignored == 1 else "were not treated as copies"
@@ -128,7 +128,7 @@ def render(answer: Duplicates, named: Sequence[str] = ()) -> str:
 def full_list(answer: Duplicates, search: Search) -> str:
     """Every group and path, for the resource kept when the text had to cut (itself cut at FULL_TEXT_CAP)."""
     out = [
-        f"# find_duplicates {printable(answer.path)}: {plural(len(search.groups), 'group')}, {human_bytes(answer.reclaimable_bytes)} reclaimable"
+        f"# find_duplicates {escaped(answer.path)}: {plural(len(search.groups), 'group')}, {human_bytes(answer.reclaimable_bytes)} reclaimable"
     ]
     if search.stopped:
         out.append(f"# PARTIAL: {search.stopped}")
@@ -138,7 +138,7 @@ def full_list(answer: Duplicates, search: Search) -> str:
             f"# {len(group.copies)} copies x {group.size} bytes, {group.reclaimable} reclaimable, "
             f"blake3 {group.digest}"
         ]
-        block += [printable(walking.joined(answer.path, c.relative)) for c in group.copies]
+        block += [escaped(walking.joined(answer.path, c.relative)) for c in group.copies]
         size += sum(len(line) + 1 for line in block)
         if size > FULL_TEXT_CAP:
             out.append("# … list cut here: the result store keeps at most 8 MiB per result")
@@ -166,14 +166,14 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     except PermissionRefused:
         raise walking.unreadable_directory(shown, path) from None
     except EngineError as exc:
-        raise ToolError(f"Cannot search {printable(shown)}: {exc.detail}") from None
+        raise ToolError(f"Cannot search {escaped(shown)}: {exc.detail}") from None
     answer = answer_of(shown, search, args["top_n"])
     text = render(answer, search.skipped.named)
     links: tuple[ResourceLink, ...] = ()
     if answer.groups_not_shown or any(g.paths_not_shown for g in answer.groups):
         name = listing_name("duplicates", shown, ".txt")
         link = ctx.keep(
-            name, full_list(answer, search), description=f"All duplicate groups under {display(shown)}"
+            name, full_list(answer, search), description=f"All duplicate groups under {escaped(shown)}"
         )
         text, links = with_link(text, link, "All groups and paths: {}", "All groups and paths: not kept, {}")
     return ToolOutput.typed(text, answer, links)

@@ -26,7 +26,7 @@ from sysmcp.engine.hashing import (
     TreeRequest,
     hash_path,
 )
-from sysmcp.engine.paths import display, printable, shell_word
+from sysmcp.engine.paths import escaped, shell_word
 from sysmcp.engine.walk import SkipCounter, WalkOptions, more_time_helps
 from sysmcp.history.recording import unreadable_of
 from sysmcp.protocol.context import Meter
@@ -126,7 +126,7 @@ def run(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeHash:
 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     path = await ctx.resolve(args["path"])
-    shown = str(path)  # the name itself: the text escapes it (printable), the JSON displays it
+    shown = str(path)  # the name itself: the text escapes it (escaped), the JSON displays it
     algorithm = ALGORITHMS[args["algorithm"]]
     style: Style = "bsd" if args["format"] == "bsd" else "gnu"
     options = walking.walk_options(args)
@@ -135,7 +135,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     def describe(meter: Meter, elapsed: float) -> str:
         return f"{human_bytes(meter.done)} hashed at {rate(meter.done, elapsed)}"
 
-    request = tree_request(path, printable(shown), algorithm, style, options, timeout_s)
+    request = tree_request(path, escaped(shown), algorithm, style, options, timeout_s)
     if args.get("baseline"):  # a baseline records the directories, links and special files too
         request = replace(request, nodes=True)
     tree = await ctx.run_engine(run, request, describe=describe)
@@ -160,7 +160,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 def checking_hint(algorithm: Algorithm, style: Style, base: str) -> str:
     """How an admin checks the manifest once saved, with the usual tool (b3sum reads no --tag lines).
     Never "saved": the server writes no file (``sysmcp call -o`` does, and says so itself)."""
-    name, shown = MANIFEST_NAMES[algorithm.name], printable(base)
+    name, shown = MANIFEST_NAMES[algorithm.name], escaped(base)
     if algorithm.name == "blake3" and style == "bsd":
         return f"Put in {shown} as {name}, it checks with verify_checksums (b3sum reads only the GNU format)."
     tool = algorithm.tool.split()[0]  # the directory as bash reads it back exactly: shell_word
@@ -182,7 +182,7 @@ def answer(
                 MANIFEST_NAMES[algorithm.name],
                 tree.manifest.decode("utf-8", "backslashreplace"),
                 description=f"{algorithm.name} manifest ({style} format) of {plural(tree.files, 'file')}, names "
-                f"relative to {display(base)}",
+                f"relative to {escaped(base)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
@@ -217,7 +217,7 @@ def answer(
 
 def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: str | None) -> str:
     """The answer's text: partial or not, the summary, what was skipped or unreadable, the first lines."""
-    base, not_shown = printable(tree.base_dir), tree.lines_not_shown
+    base, not_shown = escaped(tree.base_dir), tree.lines_not_shown
     out = []
     if tree.stopped_reason:
         unlisted = (
@@ -238,7 +238,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             f"listed {were} not hashed{unlisted}.{more}"
         )
     out.append(
-        f"{tree.algorithm} manifest of {printable(tree.path)}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
+        f"{tree.algorithm} manifest of {escaped(tree.path)}: {plural(tree.files, 'file')}, {human_bytes(tree.total_bytes)} hashed in "
         f"{took(tree.total_bytes, seconds)}; names relative to {base}"
     )
     if tree.skipped:
@@ -246,7 +246,7 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
     if tree.unreadable_count:
         out += titled(
             f"{plural(tree.unreadable_count, 'file')} could not be hashed (left out of the manifest):",
-            [f"{printable(item.path)}: {item.error}" for item in tree.unreadable],
+            [f"{escaped(item.path)}: {item.error}" for item in tree.unreadable],
             tree.unreadable_count - len(tree.unreadable),
         )
     non_utf8 = tree.non_utf8_names

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from sysmcp.engine.paths import one_line
+from sysmcp.engine.paths import exact_names, in_json, one_line
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import from_json
@@ -140,13 +140,17 @@ def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[s
 
 
 def structured(outcomes: Sequence[HostOutcome], view: dict[str, Any]) -> dict[str, Any]:
-    return {
+    """The fleet's structured content: each host's result and the view holding names as the hosts'
+    results held them (their ``exact_bytes`` undone at the fan-out), shown as a tool's own (``in_json``):
+    one ``exact_bytes`` for the whole answer."""
+    data = {
         "hosts": [o.entry() for o in outcomes],
         "asked": len(outcomes),
         "answered": answered(outcomes),
         "pending": sum(1 for o in outcomes if o.status == "pending"),
         "view": view,
     }
+    return in_json(data)  # type: ignore[return-value]
 
 
 def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dict[str, Any]) -> ToolOutput:
@@ -154,7 +158,7 @@ def fleet_output(outcomes: Sequence[HostOutcome], body: Sequence[str], view: dic
     answered. Each line of ``body`` stays one line, whatever a host's result put in it (a file name
     with a newline, an ESC): escaped as a tool escapes words (``one_line``), it forges no other
     host's line and cannot drive the terminal that shows it. The names in ``body`` are escaped
-    already (``printable``): a backslash stays as it is, not escaped twice."""
+    already (``escaped``): a backslash stays as it is, not escaped twice."""
     lines = [one_line(line) for line in body]
     text = "\n".join([tally(outcomes) + ".", *lines, *failure_lines(outcomes)]).rstrip()
     return ToolOutput(text, structured(outcomes, view), is_error=answered(outcomes) == 0)
@@ -251,7 +255,7 @@ def merge_readable(merge: Merge, outcomes: Sequence[HostOutcome], arguments: dic
     return replace(
         output,
         text="\n".join([tally(outcomes) + ".", *body, *lines, *failures]),
-        structured=structured(outcomes, output.structured["view"]),
+        structured=structured(outcomes, exact_names(output.structured)["view"]),  # type: ignore[index]
         is_error=answered(outcomes) == 0,
     )
 

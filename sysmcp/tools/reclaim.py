@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,7 +25,7 @@ from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress
 from sysmcp.engine.faults import NotFound, Refused
-from sysmcp.engine.paths import display, escaped, exact_bytes, within_roots
+from sysmcp.engine.paths import escaped, shell_word, within_roots
 from sysmcp.history import state
 from sysmcp.logconfig import get_logger, lines_lost, logs_at
 from sysmcp.protocol.context import ClientDeclined
@@ -86,9 +85,6 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 @result
 class Skip(Open):
     path: str = prop()
-    path_bytes: Opt[str] = prop(
-        "The path's exact bytes in base64, when they are not UTF-8 (then 'path' shows them as \\xNN)."
-    )
     reason: str = prop("Why the file was left alone (changed, replaced, a symlink, outside the roots).")
 
 
@@ -416,8 +412,7 @@ def _logger(plan: Plan, actions: ActionLog, run: list[LogRecord]) -> Any:
 
 
 def _skip(outcome: FileResult) -> Skip:
-    exact = exact_bytes(outcome.path)
-    return Skip(display(outcome.path), ABSENT if exact is None else exact, outcome.reason or "")
+    return Skip(os.fsdecode(outcome.path), outcome.reason or "")  # the name itself: in_json shows it
 
 
 def report(plan: Plan, results: list[ItemResult], waiting: dict[str, int] | None = None) -> ReclaimAnswer:
@@ -462,13 +457,13 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
         )
         lines += [f"      {line}" for line in (notes or {}).get(item.id, [])]
         for skip in skipped[:SKIPS_SHOWN]:
-            exact = reclaim_plan.exact_name(skip.path, skip.path_bytes or None)
+            exact = os.fsencode(skip.path)
             why, left, where = skip.reason.partition("; ")  # "changed; left as .sysmcp-aside-…"
-            directory = escaped(os.path.dirname(exact) or b"/")
+            directory = os.path.dirname(exact) or b"/"
             told = (
                 REASONS.get(why, why)
-                .replace("{directory_word}", shlex.quote(directory))  # a command to paste: one word
-                .replace("{directory}", directory)
+                .replace("{directory_word}", shell_word(directory))  # a command to paste: the very directory
+                .replace("{directory}", escaped(directory))
             )
             lines.append(f"      skipped {escaped(exact)}: {told}{left}{where}")
         if len(skipped) > SKIPS_SHOWN:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from sysmcp.engine.calls import Cancel, Progress, never_cancelled, no_progress
-from sysmcp.engine.paths import display, escaped, exact_bytes
+from sysmcp.engine.paths import escaped, one_line
 from sysmcp.history import state
 from sysmcp.protocol.failures import ToolError
 from sysmcp.reclaim import (
@@ -86,9 +86,6 @@ class PlanItem(Open):
     note: Opt[str | None] = prop("A caveat worth reading before acting.")
     holders: Opt[list[dict[str, Any]]] = prop()
     kept_copy: Opt[str] = prop("Duplicates: the copy that stays.")
-    path_bytes: Opt[dict[str, str]] = prop(
-        "For each shown name that is not UTF-8 (its bytes there as \\xNN): its exact bytes in base64."
-    )
     kept_owner: Opt[str] = prop("Duplicates: who owns the kept copy.")
     owners: Opt[list[str]] = prop("Duplicates: who owns the extra copies (always the kept copy's owner).")
     no_link: Opt[str | None] = prop(
@@ -162,23 +159,21 @@ def duplicate_search(
 
 def item_view(item: Item) -> PlanItem:
     keep = item.keep
-    exact = path_bytes([e.path for e in item.entries[:PATHS_SHOWN]] + ([keep.path] if keep else []))
     return PlanItem(
         id=item.id,
         klass=item.klass,
         bytes=item.bytes,
         shared_bytes=item.shared,
         files=len(item.entries),
-        paths=[display(e.path) for e in item.entries[:PATHS_SHOWN]],
+        paths=[os.fsdecode(e.path) for e in item.entries[:PATHS_SHOWN]],  # shown by in_json
         command=item.command,
         cost=item.cost,
         safety=cast(Any, item.safety),
         method=item.method,
         action=cast(Any, item.action),
         note=item.note,
-        holders=[dict(h) for h in item.holders],
-        kept_copy=display(keep.path) if keep else ABSENT,
-        path_bytes=exact or ABSENT,
+        holders=[holder_view(h) for h in item.holders],
+        kept_copy=os.fsdecode(keep.path) if keep else ABSENT,
         kept_owner=owner(keep.identity.uid) if keep else ABSENT,
         owners=sorted({owner(e.identity.uid) for e in item.entries}) if keep else ABSENT,
         no_link=item.no_link,
@@ -186,15 +181,15 @@ def item_view(item: Item) -> PlanItem:
     )
 
 
-def path_bytes(paths: list[bytes]) -> dict[str, str]:
-    """For the names among ``paths`` that are not UTF-8: each as shown (``display``) → its exact bytes
-    in base64, so structured content carries no lone surrogate and still names the exact file."""
-    return {display(path): exact for path in paths if (exact := exact_bytes(path)) is not None}
-
-
-def exact_name(shown: str, exact: object) -> bytes:
-    """A name back as bytes from its ``display`` form and optional base64 (``path_bytes``/``file_bytes``)."""
-    return base64.b64decode(exact) if isinstance(exact, str) else os.fsencode(shown)
+def holder_view(holder: dict[str, object]) -> dict[str, object]:
+    """A deleted-open file's holder as the answer gives it: the name the file had as ``os.fsdecode``
+    made it (``in_json`` shows it). A plan kept by an older sysmcp held it as ``display``'s form with
+    its bytes in base64 beside it (``file_bytes``): that is read back to the same name."""
+    if not isinstance(holder.get("file_bytes"), str):
+        return dict(holder)
+    given = {key: value for key, value in holder.items() if key != "file_bytes"}
+    given["file"] = os.fsdecode(base64.b64decode(str(holder["file_bytes"])))
+    return given
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,7 +213,7 @@ def path_lines(item: Item, shown: int, indent: str) -> list[str]:
     if item.held:
         lines = []
         for holder in item.holders[:HOLDERS_SHOWN]:
-            name = escaped(exact_name(str(holder.get("file", "?")), holder.get("file_bytes")))
+            name = escaped(str(holder_view(holder).get("file", "?")))
             command = escaped(str(holder["command"]))
             lines.append(
                 f"{indent}deleted file {name}, held by pid {holder['pid']} ({command}) on fd {holder['fd']}"
@@ -261,7 +256,7 @@ def render(plan: Plan, shown: str, *, reclaim_served: bool = False) -> str:
         lines += path_lines(item, PLAN_PATHS_SHOWN, "      ")
         lines.append(f"      cost: {item.cost}")
         if item.command:
-            lines.append(f"      vendor command: {escaped(item.command)}")
+            lines.append(f"      vendor command: {one_line(item.command)}")  # its words: shell_word's
         if item.note:  # may name a file (a kept copy) or a process: escaped like every name
             lines.append(f"      note: {escaped(item.note)}")
         if item.linkable:

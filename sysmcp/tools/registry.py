@@ -27,6 +27,7 @@ from sysmcp.protocol.threads import run_in_thread
 from sysmcp.results import ResultStore, StoredResult, TooLarge
 from sysmcp.tools.descriptions import described
 from sysmcp.tools.errors import as_tool_error
+from sysmcp.tools.schemas import with_exact_bytes
 from sysmcp.tools.typed import schema_of, to_json
 
 T = TypeVar("T")
@@ -172,7 +173,7 @@ class Tool:
     def output_schema(self) -> dict[str, Any]:
         """The ``outputSchema``, derived when first asked for (``tools/list``), not when the tool is
         imported: a fleet host's remote start answers one call and never lists its tools."""
-        return self.output if isinstance(self.output, dict) else schema_of(self.output)
+        return self.output if isinstance(self.output, dict) else with_exact_bytes(schema_of(self.output))
 
     @functools.cached_property
     def listed_output_schema(self) -> dict[str, Any]:

@@ -75,3 +75,14 @@ def arguments(properties: dict[str, Any], *, required: Iterable[str] | None = ("
         schema["required"] = list(required)
     schema["additionalProperties"] = False
     return schema
+
+
+def with_exact_bytes(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's output schema with ``exact_bytes`` (``sysmcp.engine.paths.in_json``), which any
+    result carries when a name in it is not UTF-8: pointers to the strings showing such names, each
+    with its exact bytes in base64 (its description: ``descriptions.COMMON``)."""
+    properties = {**schema.get("properties", {}), "exact_bytes": EXACT_BYTES_SCHEMA}
+    return {**schema, "properties": properties}
+
+
+EXACT_BYTES_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}

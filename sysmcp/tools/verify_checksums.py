@@ -28,7 +28,7 @@ from sysmcp.engine.hashing import (
     listed,
 )
 from sysmcp.engine.hashing import verify as check_manifest
-from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, display, printable
+from sysmcp.engine.paths import PATH_MAX, PathPolicy, call_argument, escaped
 from sysmcp.engine.walk import WalkOptions, more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ToolError
@@ -118,7 +118,7 @@ SHOWN_OF_TOO_LONG = 200
 
 
 def shown_name(name: bytes) -> str:
-    """A manifest's name as a result holds it (``os.fsdecode``: the text escapes it, ``printable``; the
+    """A manifest's name as a result holds it (``os.fsdecode``: the text escapes it, ``escaped``; the
     JSON displays it), only its start when no file can have it."""
     if len(name) < PATH_MAX:
         return os.fsdecode(name)
@@ -186,7 +186,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         path = await ctx.resolve(raw.strip())
         manifest_shown = str(path)
         # the engine's errors name it with this: a symlink's target, on one printable line
-        source = Source(printable(manifest_shown), path=os.fsencode(path), name_hint=path.name)
+        source = Source(escaped(manifest_shown), path=os.fsencode(path), name_hint=path.name)
         base_raw, manifest_dir = base_raw or str(path.parent), str(path.parent)
     elif how == "uri":
         item = ctx.results.get(raw.strip())
@@ -259,7 +259,7 @@ def answer(
             else ctx.keep(
                 "verify-report.txt",
                 text,
-                description=f"Every entry's status from checking {display(manifest_shown)} against {display(base_shown)}",
+                description=f"Every entry's status from checking {escaped(manifest_shown)} against {escaped(base_shown)}",
             )
         )
         not_kept, links = (link, ()) if isinstance(link, str) else (None, (link,))
@@ -310,12 +310,12 @@ def render(
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
     lists = (
-        ("FAILED (digest differs)", list(map(printable, answer.failed_files)), answer.failed),
-        ("MISSING", list(map(printable, answer.missing_files)), answer.missing),
+        ("FAILED (digest differs)", list(map(escaped, answer.failed_files)), answer.failed),
+        ("MISSING", list(map(escaped, answer.missing_files)), answer.missing),
         (
             "UNREADABLE",
             [
-                f"{printable(e.path)}: {e.error}" if e.error else printable(e.path)
+                f"{escaped(e.path)}: {e.error}" if e.error else escaped(e.path)
                 for e in answer.unreadable_files
             ],
             answer.unreadable,
@@ -330,8 +330,8 @@ def render(
         more = f" {and_more(bad - limit)}" if bad > limit else ""
         lines.append(f"Improperly formatted lines (line numbers): {numbers}{more}")
     if answer.new:
-        title = f"New files under {printable(answer.base_dir)} not in the manifest ({answer.new:,}):"
-        lines += titled(title, map(printable, answer.new_files), answer.new - len(answer.new_files))
+        title = f"New files under {escaped(answer.base_dir)} not in the manifest ({answer.new:,}):"
+        lines += titled(title, map(escaped, answer.new_files), answer.new - len(answer.new_files))
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
@@ -349,10 +349,10 @@ def render(
 def _all_missing_hint(base_dir: str, manifest_dir: str | None) -> str:
     """Every entry MISSING is almost always a manifest checked from the wrong directory: where its
     names were looked for, and where else to look."""
-    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {printable(base_dir)}."
+    hint = f"Every entry is MISSING: a manifest's names are relative to base_dir, here {escaped(base_dir)}."
     if manifest_dir is not None and manifest_dir != base_dir:
         return (
-            f"{hint} The manifest's own directory is {printable(manifest_dir)}: "
+            f"{hint} The manifest's own directory is {escaped(manifest_dir)}: "
             f"try base_dir={call_argument(manifest_dir)}."
         )
     return f"{hint} Give base_dir= the directory the manifest was made in (where sha256sum or hash_tree ran)."
@@ -360,7 +360,7 @@ def _all_missing_hint(base_dir: str, manifest_dir: str | None) -> str:
 
 def _summary(answer: VerifyChecksums) -> str:
     summary = (
-        f"Checked {plural(answer.entries, 'entry')} of {printable(answer.manifest)} against {printable(answer.base_dir)}: "
+        f"Checked {plural(answer.entries, 'entry')} of {escaped(answer.manifest)} against {escaped(answer.base_dir)}: "
         f"{answer.ok:,} OK, {answer.failed:,} FAILED, {answer.missing:,} MISSING, "
         f"{answer.unreadable:,} unreadable"
     )
@@ -410,14 +410,14 @@ def write_report(result: Verification, most: int | None = None) -> Report:
 
     for name, checked in zip(result.names(), result.checked, strict=True):
         detail = f" ({file_error(checked.detail)})" if checked.detail else ""
-        add(f"{printable(shown_name(name))}: {checked.status}{detail}")
+        add(f"{escaped(shown_name(name))}: {checked.status}{detail}")
     for n in result.bad_lines:
         add(f"line {n}: improperly formatted")
     unlisted = result.bad_count - len(result.bad_lines)
     if unlisted:
         add(f"… and {plural(unlisted, 'more improperly formatted line')}")
     for name in result.new or ():
-        add(f"{printable(name)}: NEW (not in the manifest)")
+        add(f"{escaped(name)}: NEW (not in the manifest)")
     return (None if out is None else out.getvalue()), size
 
 

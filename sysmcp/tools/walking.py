@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sysmcp.engine.paths import printable
+from sysmcp.engine.paths import escaped
 from sysmcp.engine.walk import WalkOptions
 from sysmcp.protocol.failures import ArgumentError, ToolError
 from sysmcp.render import plural
@@ -27,7 +27,7 @@ class PathError(Open):
 
 def joined(directory: str, relative: str | bytes) -> str:
     """A name the walk found, relative to ``directory``, as ``os.fsdecode`` makes a name: the text
-    shows it exactly (``printable``), the structured content as ``display`` does (``in_json``)."""
+    shows it exactly (``escaped``), the structured content as ``display`` does (``in_json``)."""
     return directory.rstrip("/") + "/" + os.fsdecode(relative)
 
 
@@ -74,12 +74,12 @@ def require_directory(path: Path, shown: str, argument: str | None = None) -> No
         if stat.S_ISDIR(path.stat().st_mode):
             return
     except (FileNotFoundError, NotADirectoryError):
-        raise ToolError(f"No such directory: {printable(shown)}") from None
+        raise ToolError(f"No such directory: {escaped(shown)}") from None
     except PermissionError:
-        raise ToolError(f"Permission denied: {printable(shown)}{denied_by(path)}") from None
+        raise ToolError(f"Permission denied: {escaped(shown)}{denied_by(path)}") from None
     except OSError as exc:  # a symlink loop, a dead mount's EIO
-        raise ToolError(f"Cannot look at {printable(shown)}: {exc.strerror or exc}") from None
-    named = printable(shown)
+        raise ToolError(f"Cannot look at {escaped(shown)}: {exc.strerror or exc}") from None
+    named = escaped(shown)
     raise ToolError(f"{argument} is not a directory: {named}" if argument else f"Not a directory: {named}")
 
 
@@ -92,7 +92,7 @@ async def directory_argument(ctx: ToolContext, raw: str) -> tuple[Path, str]:
 
 def unreadable_directory(shown: str, path: Path) -> ToolError:
     """The refusal of a walk whose directory may not be read, naming the component that refused."""
-    return ToolError(f"Permission denied: cannot read the directory {printable(shown)}{denied_by(path)}")
+    return ToolError(f"Permission denied: cannot read the directory {escaped(shown)}{denied_by(path)}")
 
 
 def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
@@ -100,7 +100,7 @@ def scan_failure(shown: str, path: Path, exc: OSError) -> ToolError:
     anything else as the system said it."""
     if isinstance(exc, PermissionError):
         return unreadable_directory(shown, path)
-    return ToolError(f"Cannot scan {printable(shown)}: {exc.strerror or exc}")
+    return ToolError(f"Cannot scan {escaped(shown)}: {exc.strerror or exc}")
 
 
 #: Skip reasons that are nouns ('1 symlink', '28 special files'); the others are adjectives ('3 unreadable').
@@ -128,7 +128,7 @@ def skipped_phrase(skipped: dict[str, int], named: Sequence[str] = (), base: str
         for reason, count in skipped.items()
     )
     if named:
-        shown = [printable(os.path.join(base, name) if base else name) for name in named]
+        shown = [escaped(os.path.join(base, name) if base else name) for name in named]
         more = skipped.get("unreadable", len(named)) - len(named)
         phrase += "; permission denied on " + ", ".join(shown) + (f" and {more:,} more" if more > 0 else "")
     return phrase
@@ -142,7 +142,7 @@ def denied_by(path: Path) -> str:
     """
     for parent in reversed(path.parents):
         if not os.access(parent, os.X_OK):
-            return f" (no search permission on {printable(str(parent))})"
+            return f" (no search permission on {escaped(str(parent))})"
     if not os.access(path, os.R_OK):
-        return f" (no read permission on {printable(str(path))})"
+        return f" (no read permission on {escaped(str(path))})"
     return ""

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from sysmcp.engine.paths import call_argument, display, printable
+from sysmcp.engine.paths import call_argument, escaped
 from sysmcp.engine.walk import more_time_helps
 from sysmcp.history import state
 from sysmcp.history.compare import MIN_FIT_S, Comparison, Findings, compare
@@ -389,7 +389,7 @@ def notes_of(outcome: Findings) -> list[str]:
         )
     if outcome.readings_span_s is not None:
         notes.append(
-            f"the disk readings of {printable(outcome.mount_point)} span only {age(outcome.readings_span_s)}: too short "
+            f"the disk readings of {escaped(outcome.mount_point)} span only {age(outcome.readings_span_s)}: too short "
             "for a fill rate (disk_usage with sample_s gives the short-term rate)"
         )
     integrity = outcome.integrity
@@ -405,7 +405,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     def named(rel: bytes) -> str:
         return joined(shown, rel) if rel else shown
 
-    heading = printable(shown)  # the directory resolved: a symlink's target, a name nobody here chose
+    heading = escaped(shown)  # the directory resolved: a symlink's target, a name nobody here chose
 
     lines: list[str] = []
     diff = found.diff
@@ -462,7 +462,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 )
                 lines.append(
                     f"{signed(attribution.total)} {way},{share} in {where}: "
-                    + ", ".join(printable(named(p)) for p in attribution.paths[:top_n])
+                    + ", ".join(escaped(named(p)) for p in attribution.paths[:top_n])
                     + (f" … and {count - top_n} more" if count > top_n else "")
                 )
                 shares[way] = Share(
@@ -501,11 +501,11 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
                 if c.files_changed and c.newest is not None:
                     said.append(f"newest change {_when(c.newest, precise)}")
                 if row.parents:
-                    parents = ", ".join(printable(p) + "/" for p in row.parents)
+                    parents = ", ".join(escaped(p) + "/" for p in row.parents)
                     said.append(f"the same change as its {plural(len(row.parents), 'parent')} {parents}")
                 note = f" ({'; '.join(said)})" if said else ""
                 per_day = "" if row.per_day_bytes is None else f", {signed(int(row.per_day_bytes))}/day"
-                lines.append(f"  {signed(row.delta_bytes):>11}  {printable(row.path)}/{note}{per_day}")
+                lines.append(f"  {signed(row.delta_bytes):>11}  {escaped(row.path)}/{note}{per_day}")
             if len(diff.changes) > top_n:
                 lines.append(f"  {more_not_shown(len(diff.changes) - top_n, 'directory')}")
                 full = _full_list(rows)
@@ -518,11 +518,11 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             larger = [ShrunkFile(named(b.path), a.disk, b.disk) for a, b in diff.grown_files[:top_n]]
             lines += _titled(
                 "Largest new files:",
-                [f"{human_bytes(f.disk_bytes):>10}  {printable(f.path)}" for f in new_files],
+                [f"{human_bytes(f.disk_bytes):>10}  {escaped(f.path)}" for f in new_files],
             )
             lines += _titled(
                 "Largest files removed:",
-                [f"{signed(-f.disk_bytes):>11}  {printable(f.path)}" for f in removed],
+                [f"{signed(-f.disk_bytes):>11}  {escaped(f.path)}" for f in removed],
             )
             lines += _titled("Largest files that shrank:", [_resized(f) for f in shrunk])
             lines += _titled("Largest files that grew:", [_resized(f) for f in larger])
@@ -581,14 +581,14 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         )
         listed = files[:top_n]
         for rel, size in listed:
-            lines.append(f"  {human_bytes(size):>10}  {printable(named(os.fsencode(rel)))}")
+            lines.append(f"  {human_bytes(size):>10}  {escaped(named(os.fsencode(rel)))}")
         if count > len(listed):
             lines.append(f"  {more_not_shown(count - len(listed), 'file')}")
         lower = LowerBoundFiles(count, disk, since_raw)
     growth: FilesystemGrowth | None = None
     if found.growth is not None:
         grown = found.growth
-        point = printable(found.mount_point)
+        point = escaped(found.mount_point)
         explained = diff.total_delta if diff is not None and diff.comparable else None
         rest = None if explained is None else grown.used - explained
         line = (
@@ -597,7 +597,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
         )
         if rest is not None and abs(rest) >= (threshold or 0):
             line += (
-                f"; the directories under {printable(shown)} account for {signed(explained or 0)}, so "
+                f"; the directories under {escaped(shown)} account for {signed(explained or 0)}, so "
                 f"{signed(rest)} is elsewhere (other directories, deleted files still open): "
                 f"disk_usage path={call_argument(found.mount_point)} explain=true accounts for it"
             )
@@ -612,7 +612,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             else "not filling"
         )
         lines.append(
-            f"Filesystem {printable(found.mount_point)}: {signed(int(rate.bytes_per_day))}/day (least-squares fit of "
+            f"Filesystem {escaped(found.mount_point)}: {signed(int(rate.bytes_per_day))}/day (least-squares fit of "
             f"{rate.readings} readings over {age(rate.span_s)}), {to_full}."
         )
         fill = Fill(
@@ -677,7 +677,7 @@ def _titled(title: str, lines: list[str]) -> list[str]:
 def _resized(f: ShrunkFile) -> str:
     """'−6.0 MiB  /srv/a/log (8.0 MiB → 2.0 MiB)'."""
     sizes = f"{human_bytes(f.old_disk_bytes)} → {human_bytes(f.disk_bytes)}"
-    return f"{signed(f.disk_bytes - f.old_disk_bytes):>11}  {printable(f.path)} ({sizes})"
+    return f"{signed(f.disk_bytes - f.old_disk_bytes):>11}  {escaped(f.path)} ({sizes})"
 
 
 def _full_list(rows: list[Change]) -> str:
@@ -686,7 +686,7 @@ def _full_list(rows: list[Change]) -> str:
     out += [
         f"{r.delta_bytes}\t{r.kind}\t{r.old_bytes if r.old_bytes is not None else ''}\t"
         f"{r.new_bytes if r.new_bytes is not None else ''}\t{r.per_day_bytes or ''}\t"
-        f"{r.newest_modified or ''}\t{printable(r.path)}"
+        f"{r.newest_modified or ''}\t{escaped(r.path)}"
         for r in rows
     ]
     return "\n".join(out) + "\n"
@@ -778,7 +778,7 @@ def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
 
 def _entry_words(entry: Entry) -> str:
     """'a symbolic link to '/tmp/x'', 'a directory', 'a character device 1,3': what a record is. A link's
-    target as ``os.fsdecode`` makes it: the line that shows it escapes it (``printable``)."""
+    target as ``os.fsdecode`` makes it: the line that shows it escapes it (``escaped``)."""
     if isinstance(entry, BaselineFile):
         return "a regular file"
     what = _FILE_TYPE_WORDS.get(entry.kind, "another kind of file")
@@ -834,7 +834,7 @@ def integrity_listing(found: Findings, shown: str, top_n: int) -> str | None:
     for kind, names in kinds.items():
         for name in names:
             where = joined(shown, name) if name else shown
-            rows.append(f"{kind}\t{printable(where)}\t{printable(_finding_detail(integrity, kind, name))}")
+            rows.append(f"{kind}\t{escaped(where)}\t{escaped(_finding_detail(integrity, kind, name))}")
     return "\n".join(rows) + "\n"
 
 
@@ -899,7 +899,7 @@ def _integrity_lines(
         for p in v[:top_n]:
             detail = _finding_detail(integrity, k, p)
             word = _KIND_WORDS.get(k, k.replace("_", " "))
-            lines.append(f"  {word}: {printable(named(p))}{f' ({printable(detail)})' if detail else ''}")
+            lines.append(f"  {word}: {escaped(named(p))}{f' ({escaped(detail)})' if detail else ''}")
         if len(v) > top_n:
             rest = v[top_n:]  # files, or (a link, a directory among them) names
             lines.append(
@@ -985,7 +985,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
         line, links = ctx.keep_linked(
             listing_name("what_changed", shown, ".tsv"),
             full,
-            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {display(shown)}",
+            description=f"{f'The {FULL_LIST_MAX:,} largest changes' if cut else 'Every directory that changed'} under {escaped(shown)}",
             label=f"The {FULL_LIST_MAX:,} largest of the {changes:,} changes"
             if cut
             else "Full list of changes",
@@ -1022,7 +1022,7 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             [
                 host,
                 signed(answer.total_delta_bytes) if answer.comparable else "no baseline",
-                printable(top) if top else "-",
+                escaped(top) if top else "-",
                 signed(int(fs.bytes_per_day)) if fs else "-",
                 age(to_full) if to_full is not None else "-",
             ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -201,3 +202,27 @@ def test_a_host_result_that_cannot_be_written_is_one_line_and_exit_1_not_a_trace
         in done.stderr
     )
     assert "Traceback" not in done.stderr
+
+
+def test_a_hosts_names_that_are_not_utf8_reach_the_fleets_answer_exactly(lab: Lab) -> None:
+    """web1 holds ``byte\\x80`` (the byte) and ``byte\\\\x80`` (four characters). Its structured content
+    showed both as ``byte\\\\x80``, and so did the gateway's merged table and JSON: the two files were one
+    name there. The gateway now reads each host's names back to their bytes (``exact_bytes``), shows
+    them apart in its text, and lists them in its own ``exact_bytes``."""
+    from tests.security.test_exact_names import undone
+
+    here = lab.base / "web1" / SHARED / "names"
+    here.mkdir(exist_ok=True)
+    for index, name in enumerate([b"byte\x80", b"byte\\x80"]):
+        with open(os.fsencode(here) + b"/" + name, "wb") as made:
+            made.write(b"x" * (1000 * (index + 1)))
+    where = str(lab.base / SHARED / "names")
+    asked = ["dir_usage", f"path={where}", "show=files", "hosts=web1"]
+    answer = call("call", *fleet(lab), "--json", *asked)
+    assert answer.returncode == 0, answer.stderr
+    result = undone(json.loads(answer.stdout))["hosts"][0]["result"]
+    assert sorted(os.fsencode(f["path"]) for f in result["largest_files"]) == sorted(
+        os.fsencode(where) + b"/" + name for name in (b"byte\x80", b"byte\\x80")
+    ), answer.stdout
+    text = call("call", *fleet(lab), *asked)
+    assert f"{where}/byte\\200" in text.stdout and f"{where}/byte\\\\x80" in text.stdout, text.stdout

@@ -325,3 +325,25 @@ def test_the_script_skips_a_file_or_a_directory_marked_since_the_plan_and_says_w
         assert "rm failed" not in out
     assert f"removed: {logs / 'old.1'}" in done.stdout.decode() and not done.stderr, done
     assert (logs / "kept.1").exists() and (audit / "audit.log.1").exists() and not (logs / "old.1").exists()
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_the_command_to_unmark_a_directory_names_one_whose_name_is_shown_escaped(
+    tmp_path: Path, chattr: list[Path], shell: str
+) -> None:
+    """A directory whose name holds a backslash and an ESC, marked since the plan: the answer's text
+    shows it escaped (``a\\\\b\\033``), and the command it gave was that shown form single-quoted,
+    ``chattr -i '…/a\\\\b\\033'``, which names a directory with two backslashes and no ESC: pasted, it
+    unmarked nothing. The command's word is now read back by the shell as the very directory."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    logs = tmp_path / "var/log/a\\b\x1b"
+    write(logs / "old.1", 10_000)
+    plan = build_plan(PlanRequest(layout=layout(tmp_path), classes=("rotated_log",)))
+    mark(chattr, logs, "+i")
+    results = apply_items(ApplyRequest(plan, [plan.items[0].id], lambda path: True))
+    assert [o.reason for o in results[0].outcomes] == ["directory_immutable"]
+    text = reclaim.render(reclaim.report(plan, results))
+    word = text.split("run chattr -i ", 1)[1].split(" and reclaim again")[0]
+    said = subprocess.run([shell, "-c", f"ls -di {word}"], capture_output=True, check=False)
+    assert said.stdout.split()[:1] == [str(logs.stat().st_ino).encode()], (word, said)

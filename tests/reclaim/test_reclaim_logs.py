@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from sysmcp.engine.faults import Refused
 from sysmcp.reclaim import ApplyRequest, Item, Plan, PlanRequest, apply_items, build_plan, render_script
 from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.tools.reclaim import _listing
-from sysmcp.tools.reclaim_plan import item_view
+from sysmcp.tools.reclaim_plan import item_view, render
 from tests.tools.recorded_engine import recorded_engine
 
 NOBODY = 65534
@@ -64,9 +64,9 @@ def base() -> Iterator[Path]:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def engine_naming(log: Path, where: Path) -> Iterator[str]:
+def engine_naming(log: Path, where: Path) -> Generator[str, None, None]:
     """An engine socket (world-connectable) whose one container's LogPath is ``log``."""
-    answers = json.loads(RECORDED.read_text().replace(RECORDED_LOG, str(log)))
+    answers = json.loads(RECORDED.read_text().replace(RECORDED_LOG, json.dumps(str(log))[1:-1]))
     path = str(where / "engine.sock")
     try:
         with recorded_engine(answers, path, mode=0o666):
@@ -421,6 +421,33 @@ def test_the_plans_script_never_empties_a_log_in_a_group_writable_directory(
     assert f"skipped: {log}: another user may rename or replace names in {log.parent} " in applied, applied
     assert "(its owner 0, mode 775)" in applied and os.stat(log).st_size >= MIB
     assert shadow.read_bytes() == SHADOW
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_the_command_a_plan_gives_for_a_log_names_it_whatever_its_directory_is_called(
+    base: Path, shell: str
+) -> None:
+    """A data root whose path holds a backslash and an ESC (an engine may be configured anywhere): the
+    plan's 'vendor command' was ``truncate -s 0 '…/c\\1\033/…'``, the shown form single-quoted, which
+    pasted made an empty file of another name. Pasted into dash or bash, it now empties the very log."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    directory = base / "containers" / "c\\1\x1b"
+    directory.mkdir(parents=True)
+    log = directory / "c1-json.log"
+    log.write_bytes(b"line\n" * (MIB // 5))
+    naming = engine_naming(log, base)
+    try:
+        plan = plan_for(next(naming))
+    finally:
+        naming.close()
+    text = render(plan, "/")
+    [command] = [
+        line.split("vendor command: ", 1)[1] for line in text.split("\n") if "command: truncate" in line
+    ]
+    subprocess.run([shell, "-c", command], check=True, cwd=base)
+    assert log.stat().st_size == 0, (command, text)
+    assert sorted(os.listdir(directory)) == ["c1-json.log"]
 
 
 # -- a real engine ---------------------------------------------------------------------------------

@@ -168,6 +168,6 @@ def test_a_hostile_mount_point_forges_no_line_and_stays_one_argument_of_the_comm
     text: str = json.loads(done.stdout.strip().splitlines()[-1])
     assert not [line for line in text.split("\n") if line.startswith(FORGED)], text
     shown = f"{tmp_path}/x; touch pwned\\n{FORGED}"
-    # bash's $'…' reads the escapes back: the command names the very mount point, on one line
-    assert f"mount --bind $'{shown}' /mnt/under" in text, text
-    assert f"unmount $'{shown}/hid'" in text, text
+    # printf's escapes, which every POSIX sh undoes: the command names the very mount point, on one line
+    assert f"mount --bind \"$(printf '{shown}')\" /mnt/under" in text, text
+    assert f"unmount \"$(printf '{shown}/hid')\"" in text, text

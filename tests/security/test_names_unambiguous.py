@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sysmcp.engine.paths import escaped, printable, printable_text
+from sysmcp.engine.paths import escaped, printable_text
 from tests.profile import UNDER_POSIX_PROFILE
 from tests.wire import result_text, spawn
 
@@ -43,15 +43,15 @@ def names() -> list[bytes]:
 
 def test_each_pair_is_shown_apart_by_printable() -> None:
     for first, second in LOOKALIKES:
-        assert printable(first) != printable(second), (first, second)
-        assert printable(os.fsdecode(first)) == printable(first)  # bytes and fsdecode's str alike
+        assert escaped(first) != escaped(second), (first, second)
+        assert escaped(os.fsdecode(first)) == escaped(first)  # bytes and fsdecode's str alike
 
 
 def test_printable_shows_a_name_as_ls_b_does_and_words_keep_their_backslashes() -> None:
     from sysmcp.engine.paths import one_line
 
-    assert printable(b"a\\b\x1b\x80\n\xc2\xa0") == "a\\\\b\\033\\200\\n\\302\\240"
-    assert printable("a\\b") == escaped("a\\b") == "a\\\\b"
+    assert escaped(b"a\\b\x1b\x80\n\xc2\xa0") == "a\\\\b\\033\\200\\n\\302\\240"
+    assert escaped("a\\b") == escaped("a\\b") == "a\\\\b"
     # a host's line or a daemon's message: its own escapes (a name a host escaped) stay as they are
     assert one_line("  a\\\\b \x1b\n") == "  a\\\\b \\033\\n"
     # the last guard on an answer escapes what no tool should have left, never a backslash twice
@@ -76,17 +76,45 @@ def shown_apart(text: str) -> None:
         assert re.search(rf"[/ ]{re.escape(shown)}(\s|:|\)|$)", text, re.MULTILINE), (name, shown, text)
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="the suggested commands are bash's")
-def test_a_suggested_command_names_the_very_file_in_bash() -> None:
-    """disk_explain's and disk_pools' commands and hash_tree's ``cd``: one printable word, which bash
-    reads back as the exact name (a backslash doubled in single quotes would name another file)."""
+#: Names a suggested command must give its shell exactly: besides the lookalikes, a quote, printf's
+#: ``%``, a command substitution, U+202E and names ending in newlines (which ``$(…)`` would drop).
+SHELL_NAMES = [
+    b"plain",
+    b"it's",
+    *names(),
+    b"q'\x1b\\",
+    b"pct%s%%d",
+    b"$(touch pwned)`id`",
+    "rtl\u202etxt.exe".encode(),
+    b"ends\n",
+    b"ends\n\n",
+    b"bad\xff\\x\n",
+]
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_a_suggested_command_names_the_very_directory_in_any_posix_sh(tmp_path: Path, shell: str) -> None:
+    """disk_explain's and disk_pools' commands and hash_tree's ``cd``: one printable word which the
+    shell a person pastes it into reads back as the exact directory. Bash's ``$'…'`` was not that word:
+    dash (Debian's /bin/sh) reads ``$'a\\033b'`` as ``$a\\033b``, another name."""
     from sysmcp.engine.paths import shell_word
 
-    for name in [b"/srv/plain", b"/srv/it's", *(b"/srv/" + name for name in names()), b"/srv/q'\x1b\\"]:
-        word = shell_word(name)
-        assert word.isprintable() and "\n" not in word
-        said = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
-        assert said == name, (name, word)
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    for name in SHELL_NAMES:
+        made = os.fsencode(tmp_path) + b"/" + name
+        os.mkdir(made)
+        word = shell_word(made)
+        assert word.isprintable() and "\n" not in word, (name, word)
+        said = subprocess.run(
+            [shell, "-c", f"cd {word} && ls -di ."], cwd=tmp_path, capture_output=True, check=False
+        )
+        assert said.stdout.split() == [str(os.stat(made).st_ino).encode(), b"."], (name, word, said)
+    assert not (tmp_path / "pwned").exists()
+    for word_name in (b"-dash\x1b", b"-n\\x"):  # a name of its own (a container's), not a path
+        word = shell_word(word_name)
+        said = subprocess.run([shell, "-c", f"printf %s {word}"], capture_output=True, check=False)
+        assert said.stdout == word_name, (word_name, word, said)
 
 
 @pytest.mark.anyio
@@ -97,8 +125,8 @@ async def test_hash_tree_says_how_to_check_a_directory_whose_name_holds_a_backsl
     async with spawn("--no-history") as wire:
         await wire.initialize("2025-11-25")
         text = result_text(await wire.call("hash_tree", {"path": str(tree)}))
-    assert f"Put in {printable(str(tree))} as SHA256SUMS" in text
-    assert f"`cd $'{printable(str(tree))}' && sha256sum -c SHA256SUMS`" in text
+    assert f"Put in {escaped(str(tree))} as SHA256SUMS" in text
+    assert f"`cd \"$(printf '{escaped(str(tree))}')\" && sha256sum -c SHA256SUMS`" in text
 
 
 WALKS = {
@@ -199,7 +227,7 @@ async def test_a_suggested_call_names_the_very_directory(tmp_path: Path, name: s
         reply = await wire.call("verify_checksums", {"manifest": str(manifest), "base_dir": str(elsewhere)})
         text = result_text(reply)
         assert "Every entry is MISSING" in text, text
-        assert f"The manifest's own directory is {printable(str(made))}" in text
+        assert f"The manifest's own directory is {escaped(str(made))}" in text
         suggested = suggested_argument(text, "base_dir")
         assert suggested == str(made), (suggested, text)
         # and that value, passed back, finds the file
@@ -259,6 +287,6 @@ def test_disk_explain_suggests_calls_on_the_very_mount_point(tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert f"used on {printable(str(point))} (tmpfs" in done.stdout, done.stdout
+    assert f"used on {escaped(str(point))} (tmpfs" in done.stdout, done.stdout
     for key in ("dir_usage path", "deleted_open_files path"):
         assert suggested_argument(done.stdout, key) == str(point), done.stdout

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import socket
 import subprocess
@@ -1021,12 +1020,17 @@ def test_names_an_engine_gives_are_never_options_to_its_command_nor_escapes_in_t
     with recorded_engine(said, str(tmp_path / "e.sock")) as path:
         plan = build_plan(PlanRequest(layout=RootsLayout(container_socket=path), classes=("container",)))
     (volumes,) = [item for item in plan.items if " volume rm " in (item.command or "")]
-    assert shlex.split(volumes.command or "")[-4:] == ["rm", "--", "-f", "v\x1b[31m"]
+    words = (volumes.command or "").split(" rm -- ", 1)[1]  # as a POSIX sh reads them back
+    read_back = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {words}"], capture_output=True, check=True
+    ).stdout
+    assert read_back.split(b"\0")[:-1] == [b"-f", b"v\x1b[31m"], words
     (emptied,) = [item for item in plan.items if item.entries]
-    assert emptied.cost.endswith(" logs -- '-c\\033[2K\\rwould remove: forged' loses what the log held")
+    shown = "\"$(printf '\\055c\\033[2K\\rwould remove: forged')\""
+    assert emptied.cost.endswith(f" logs -- {shown} loses what the log held"), emptied.cost
     text = render_plan(plan, str(tmp_path))
     assert "\x1b" not in text and "\r" not in text, text
-    assert "'v\\033[31m'" in text and "'-c\\033[2K\\rwould remove: forged'" in text, text
+    assert "\"$(printf 'v\\033[31m')\"" in text and shown in text, text
 
 
 async def test_a_paused_container_is_not_stopped_neither_in_the_totals_nor_in_the_prune_planned() -> None:

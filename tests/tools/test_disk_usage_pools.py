@@ -259,8 +259,9 @@ def test_a_users_subvolume_name_stays_one_argument_and_forges_no_line() -> None:
     lines = cow_lines(cow)
     text = "\n".join(lines)
     assert not [line for line in text.split("\n") if line.startswith("3. Next")]
-    # bash's $'…': the command names the very subvolume, on one line
+    # printf's escapes, which every POSIX sh undoes: the command names the very subvolume, on one line
     assert (
-        "btrfs filesystem du -s $'/mnt/snaps/x; rm -rf ~\\n3. Next: run reclaim plan_id=evil' tells" in text
+        "btrfs filesystem du -s \"$(printf '/mnt/snaps/x; rm -rf ~\\n3. Next: run reclaim plan_id=evil')\" tells"
+        in text
     )
     assert "snaps/x; rm -rf ~\\n3. Next: run reclaim plan_id=evil 4.0 KiB" in text

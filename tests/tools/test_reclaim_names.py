@@ -1,6 +1,6 @@
 """File names wherever a person reads them (the script's dry run, the plan's text, the reclaim answers,
 ``sysmcp history --reclaim``) are escaped in GNU ``ls -b`` style, so a name cannot forge a line or move
-the cursor; JSON keeps a name that is not UTF-8 recoverable (``path_bytes``, base64), never as lone
+the cursor; JSON keeps a name that is not UTF-8 recoverable (``exact_bytes``, base64), never as lone
 surrogates."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_a_name_with_esc_and_newline_cannot_forge_a_line_of_history_reclaim(tmp_
     )
 
 
-async def test_a_name_that_is_not_utf8_round_trips_through_path_bytes(tmp_path: Path) -> None:
+async def test_a_name_that_is_not_utf8_round_trips_through_exact_bytes(tmp_path: Path) -> None:
     data = os.urandom(100_000)
     names = [b"\xff\xfe-a.bin", b"\xff\xfe-b.bin", b"\xff\xfe-c.bin"]
     raw_paths = [os.fsencode(tmp_path) + b"/" + name for name in names]
@@ -108,10 +108,10 @@ async def test_a_name_that_is_not_utf8_round_trips_through_path_bytes(tmp_path: 
         await wire.initialize()
         reply = await wire.call("reclaim_plan", {"path": str(tmp_path), "classes": ["duplicate"]})
         (item,) = reply["result"]["structuredContent"]["items"]
-        exact = item["path_bytes"]
-        assert {base64.b64decode(exact[shown]) for shown in [*item["paths"], item["kept_copy"]]} == set(
-            raw_paths
-        )
+        exact = reply["result"]["structuredContent"]["exact_bytes"]
+        assert {base64.b64decode(exact[f"/items/0/paths/{n}"]) for n in range(len(item["paths"]))} | {
+            base64.b64decode(exact["/items/0/kept_copy"])
+        } == set(raw_paths)
         assert "\\377\\376-a.bin" in result_text(reply)  # the text escapes the same name, ls -b style
         with open(raw_paths[2], "ab") as handle:  # changed since the plan: skipped, and named exactly
             handle.write(b"more")
@@ -120,7 +120,10 @@ async def test_a_name_that_is_not_utf8_round_trips_through_path_bytes(tmp_path: 
         code = ask["result"]["structuredContent"]["confirmation_code"]
         done = await wire.call("reclaim", {"plan_id": plan_id, "items": [item["id"]], "confirm": code})
         (skip,) = done["result"]["structuredContent"]["items"][0]["skipped"]
-        assert base64.b64decode(skip["path_bytes"]) == raw_paths[2] and skip["reason"] == "changed"
+        exact = done["result"]["structuredContent"]["exact_bytes"]
+        assert (
+            base64.b64decode(exact["/items/0/skipped/0/path"]) == raw_paths[2] and skip["reason"] == "changed"
+        )
         assert "skipped " + escaped(raw_paths[2]) in result_text(done)
         assert wire.raw_lines
         wire_text = b"\n".join(wire.raw_lines)
@@ -131,10 +134,9 @@ async def test_a_name_that_is_not_utf8_round_trips_through_path_bytes(tmp_path: 
 def test_a_file_left_aside_or_kept_by_a_cancellation_is_said_in_words_with_where_it_is() -> None:
     from sysmcp.tools.reclaim import ItemReport, ReclaimAnswer, Skip
     from sysmcp.tools.reclaim import render as answer_text
-    from sysmcp.tools.typed import ABSENT
 
     left = "changed; left as .sysmcp-aside-00ff-b (its name was taken meanwhile)"
-    skips = [Skip("/srv/a", ABSENT, "cancelled"), Skip("/srv/b", ABSENT, left)]
+    skips = [Skip("/srv/a", "cancelled"), Skip("/srv/b", left)]
     report = ItemReport(
         id="duplicate-1", action="delete", planned_bytes=8192, freed_bytes=0, files_done=0, skipped=skips
     )

@@ -491,7 +491,7 @@ def test_the_triage_prompt_starts_from_what_changed_only_where_history_is_kept()
     arguments: dict[str, Collection[str]] = {name: set() for name in tools}
     with_history = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=True))
     without = _render_triage({"path": "/"}, PromptEnv(tools, arguments, PathPolicy(), history=False))
-    assert "what_changed with path='/'" in with_history and "what_changed" not in without
+    assert "what_changed with path=/ " in with_history and "what_changed" not in without
     assert (
         with_history.index("disk_usage")
         < with_history.index("what_changed")
@@ -1415,3 +1415,25 @@ def test_a_scan_now_out_of_descriptors_says_so_and_never_that_its_time_budget_ra
     assert answer.complete is False
     assert text.startswith(f"PARTIAL RESULT: the scan made now stopped early ({reason}): "), text
     assert "time budget" not in text and "timeout_s" not in text, text
+
+
+async def test_names_read_back_from_history_are_named_exactly_in_the_structured_content(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """Two directories, one named with the byte 0x80 and one with the four characters ``\\x80``, both
+    grown since the baseline: the changes history reads back are two names apart in the JSON, each
+    undone to its exact bytes (exact_bytes), and apart in the text (``\\200``, ``\\\\x80``)."""
+    from tests.security.test_exact_names import undone
+
+    tree = tmp_path / "tree"
+    odd, literal = os.fsencode(tree) + b"/dir\x80", os.fsencode(tree) + b"/dir\\x80"
+    for name in (odd, literal):
+        write(Path(os.fsdecode(name)) / "f", 3 * MiB)
+    await call(path=str(tree), since="24h")
+    for name in (odd, literal):
+        write(Path(os.fsdecode(name)) / "g", 4 * MiB)
+    clock.now += DAY
+    result = await call(path=str(tree), since="2d", top_n=50)
+    changed = {os.fsencode(c["path"]) for c in undone(result.structured)["changes"]}
+    assert {odd, literal} <= changed, result.structured
+    assert f"{tree}/dir\\200/" in result.text and f"{tree}/dir\\\\x80/" in result.text, result.text

@@ -4,6 +4,7 @@ This is the room's front door: other rooms import these names from here, never a
 """
 
 from sysmcp.engine.paths._paths import (
+    EXACT_BYTES,
     PATH_MAX,
     PathPolicy,
     call_argument,
@@ -11,13 +12,13 @@ from sysmcp.engine.paths._paths import (
     echo,
     escaped,
     exact_bytes,
+    exact_names,
     expands_locally,
     in_json,
     is_within,
     mount_source,
     on_the_way,
     one_line,
-    printable,
     printable_text,
     real_root,
     root_names,
@@ -28,6 +29,7 @@ from sysmcp.engine.paths._paths import (
 )
 
 __all__ = [
+    "EXACT_BYTES",
     "PATH_MAX",
     "PathPolicy",
     "call_argument",
@@ -35,13 +37,13 @@ __all__ = [
     "echo",
     "escaped",
     "exact_bytes",
+    "exact_names",
     "expands_locally",
     "in_json",
     "is_within",
     "mount_source",
     "on_the_way",
     "one_line",
-    "printable",
     "printable_text",
     "real_root",
     "root_names",

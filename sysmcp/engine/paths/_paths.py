@@ -14,6 +14,7 @@ policy in step with the client's ``roots/list`` is the session's job (``sysmcp.s
 from __future__ import annotations
 
 import base64
+import binascii
 import errno
 import json
 import os
@@ -22,7 +23,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import unquote_to_bytes, urlsplit
 
 from sysmcp.engine.faults import InvalidPath, OutsideRoots
@@ -39,8 +40,15 @@ OUTSIDE_OPERATOR = "the operator's roots (--root / SYSMCP_ROOTS)"
 OUTSIDE_CLIENT = "the client's roots (roots/list)"
 
 
+#: The key of structured content that gives the exact bytes of the names in it that are not UTF-8.
+EXACT_BYTES = "exact_bytes"
+
+
 def display(path: str | bytes | os.PathLike[str]) -> str:
-    """A name safe to put in JSON: undecodable bytes shown as \\xNN instead of lone surrogates."""
+    """A name as JSON text can carry it: as it is when it is UTF-8 (the common case, byte for byte);
+    else each byte that is not UTF-8 as ``\\xNN`` and each backslash doubled, so the shown form undoes
+    to the exact bytes. That form alone may be another name's (a file literally named ``a\\x80``):
+    structured content says which strings are shown so, with their bytes (``in_json``)."""
     if isinstance(path, str):
         try:
             path.encode("utf-8")  # the common case, and a hot path: nothing to escape
@@ -48,20 +56,101 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
             pass
         else:
             return path
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    raw = os.fsencode(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
 
 
 def in_json(data: object) -> object:
-    """JSON data with every name in it as ``display`` shows it: a result may carry a name as
-    ``os.fsdecode`` made it (so its text can show it exactly, ``printable``), and JSON text cannot
-    carry the lone surrogates that stand for bytes that are not UTF-8."""
+    """JSON data with every name in it as ``display`` shows it, and, when some name is not UTF-8, the
+    top object's ``exact_bytes``: for each string shown so, its JSON Pointer (RFC 6901) → the exact
+    bytes in base64, as borg's ``path_b64`` carries a name beside its text. So a client tells the byte
+    0x80 (``"a\\x80"``, listed) from a name holding those four characters (``"a\\x80"``, not listed),
+    and undoes each to the exact name (``exact_names``). Why here: a result holds names as
+    ``os.fsdecode`` made them (its text shows them exactly, ``escaped``), and JSON text cannot carry
+    the lone surrogates that stand for bytes that are not UTF-8."""
+    found: dict[str, str] = {}
+    shown = _in_json(data, "", found)
+    if found and isinstance(shown, dict):
+        shown[EXACT_BYTES] = found
+    return shown
+
+
+def _in_json(data: object, where: str, found: dict[str, str]) -> object:
     if isinstance(data, str):
-        return data if data.isascii() or _encodes(data) else display(data)
-    if isinstance(data, dict):
-        return {key: in_json(item) for key, item in data.items()}
+        if data.isascii() or _encodes(data):
+            return data
+        found[where] = base64.b64encode(os.fsencode(data)).decode("ascii")
+        return display(data)
+    if isinstance(data, dict):  # most values are plain: no pointer is made for them
+        return {
+            key: item if _plain(item) else _in_json(item, f"{where}/{_token(key)}", found)
+            for key, item in data.items()
+        }
     if isinstance(data, list):
-        return [in_json(item) for item in data]
+        return [
+            item if _plain(item) else _in_json(item, f"{where}/{index}", found)
+            for index, item in enumerate(data)
+        ]
     return data
+
+
+def _plain(item: object) -> bool:
+    """A value JSON carries as it is: a number, a boolean, null, or a string that is UTF-8."""
+    if isinstance(item, str):
+        return item.isascii() or _encodes(item)
+    kind = type(item)
+    return kind is int or kind is float or kind is bool or item is None
+
+
+def _token(key: object) -> str:
+    """A key as a JSON Pointer's reference token: ``~`` as ``~0``, ``/`` as ``~1``."""
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def exact_names(data: object) -> object:
+    """Structured content as ``in_json`` made it (another host's answer) with each name listed in its
+    ``exact_bytes`` given back as ``os.fsdecode`` makes it from the exact bytes, and ``exact_bytes``
+    itself left out: the names as the result held them. An entry that is not base64, or whose pointer
+    leads to no string, is passed over: that string stays as shown."""
+    if not isinstance(data, dict) or EXACT_BYTES not in data:
+        return data
+    given = {key: item for key, item in data.items() if key != EXACT_BYTES}
+    marks = data[EXACT_BYTES]
+    for pointer, encoded in marks.items() if isinstance(marks, dict) else ():
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            continue
+        if isinstance(pointer, str) and pointer.startswith("/"):
+            tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
+            given = _put(given, tokens, os.fsdecode(raw))
+    return given
+
+
+def _put(data: Any, tokens: list[str], name: str) -> Any:
+    """``data`` with the string at ``tokens`` replaced by ``name`` (containers on the way copied), or
+    ``data`` itself when they lead to no string."""
+    token, rest = tokens[0], tokens[1:]
+    if isinstance(data, dict) and token in data:
+        item = data[token]
+    elif isinstance(data, list) and token.isdigit() and int(token) < len(data):
+        item = data[int(token)]
+    else:
+        return data
+    if rest:
+        new = _put(item, rest, name)
+    elif isinstance(item, str):
+        new = name
+    else:
+        return data
+    if new is item:
+        return data
+    if isinstance(data, dict):
+        return {**data, token: new}
+    return [*data[: int(token)], new, *data[int(token) + 1 :]]
 
 
 def _encodes(text: str) -> bool:
@@ -72,33 +161,34 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def printable(name: str | bytes) -> str:
-    """A name on one line, for text and tab-separated lists, shown so that no two names look alike:
-    ``escaped``, the style of GNU ``ls -b``. Give it the name itself (bytes, or a ``str`` as
-    ``os.fsdecode`` made it), never ``display``'s form: that shows a byte 0x80 as ``\\x80``, the same
-    text as a name holding those four characters, and escaping it again cannot tell them apart."""
-    return escaped(name)
-
-
 def shell_word(name: str | bytes) -> str:
-    """A name as one word of a command a person may paste: single-quoted (``shlex.quote``) when it
-    shows as it is, else bash's ``$'…'`` around the ``printable`` form, whose escapes (``\\\\``,
-    ``\\n``, ``\\033``, ``\\200``) that quoting undoes to the exact bytes. So the command stays one
-    printable line, names the very file, and no byte of the name is read as syntax."""
+    """A name as one word of a command a person may paste, read back as the exact name by every POSIX
+    ``sh`` (dash, Debian's /bin/sh, as well as bash, zsh and ksh): single-quoted (``shlex.quote``) when
+    it shows as it is, else ``"$(printf '…')"`` around the ``escaped`` form, whose escapes (``\\\\``,
+    ``\\n``, ``\\033``, ``\\200``) are printf's own and undo to the exact bytes (``%`` doubled, a quote
+    as ``\\047``, a leading ``-`` as ``\\055``). So the command stays one printable line, names the very file, and no byte of the name
+    is read as syntax. Not bash's ``$'…'``: dash reads it as a ``$`` and other text. A name ending in a
+    newline gets a ``/`` after it, since ``$(…)`` drops trailing newlines: the same name for a directory
+    (every command we suggest names one), and for any other file an error, never another file."""
     text = name if isinstance(name, str) else os.fsdecode(name)
-    shown = printable(text)
+    shown = escaped(text)
     if shown == text:
         return shlex.quote(text)
-    return "$'" + shown.replace("'", "\\'") + "'"
+    if text.endswith("\n"):
+        shown += "/"
+    form = shown.replace("%", "%%").replace("'", "\\047")
+    if form.startswith("-"):  # printf's format, never an option of printf's own
+        form = "\\055" + form[1:]
+    return "\"$(printf '" + form + "')\""
 
 
 def call_argument(name: str | bytes) -> str:
     """A name as the value of an argument in a call an answer suggests (``dir_usage path=…``): as it
     is when it shows as it is, else a JSON string (``"/srv/a\\\\b"``, ESC as ``\\u001b``), which a
-    client undoes to the exact name. Never the ``printable`` form: a path argument is the name itself,
+    client undoes to the exact name. Never the ``escaped`` form: a path argument is the name itself,
     so ``path=/srv/a\\\\b`` would name the file with two backslashes, not the one shown."""
     text = name if isinstance(name, str) else os.fsdecode(name)
-    if printable(text) == text:
+    if escaped(text) == text:
         return text
     return json.dumps(text)
 
@@ -107,7 +197,7 @@ def one_line(text: str) -> str:
     """Words that are not a name (a host's answer line, a daemon's message) on one line: newline,
     carriage return and tab as ``\\n``, ``\\r``, ``\\t`` and every other character that is not
     printable escaped as ``escaped`` escapes it, but a backslash left as it is, so a name the text
-    already shows escaped (a host's answer) is not escaped twice. Names go through ``printable``."""
+    already shows escaped (a host's answer) is not escaped twice. Names go through ``escaped``."""
     text = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     if text.isprintable():
         return text
@@ -120,7 +210,7 @@ def printable_text(text: str) -> str:
     U+202E as ``\\342\\200\\256``): whatever reached the text, no escape sequence drives the
     terminal or the page that shows it, no bidi override reorders it, and no separator Unicode calls a
     line break (U+2028, NEL) starts a line that is not the text's own. A backslash stays as it is: the
-    names in an answer were escaped by ``printable`` already, and this is the last guard, not a second
+    names in an answer were escaped by ``escaped`` already, and this is the last guard, not a second
     escape."""
     if text.replace("\n", "").replace("\t", "").isprintable():
         return text  # the common case
@@ -140,14 +230,16 @@ _C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "
 
 
 def escaped(name: str | bytes) -> str:
-    """A name as a person may read it on a terminal, in the style of GNU ``ls -b`` (``--escape``).
+    """A name on one line, as text, tab-separated lists and a person's terminal show it, so that no two
+    names look alike: in the style of GNU ``ls -b`` (``--escape``).
 
     Backslash is doubled; tab, newline, carriage return, bell, backspace, vertical tab and form feed are
     ``\\t``, ``\\n``, ``\\r``, ``\\a``, ``\\b``, ``\\v``, ``\\f``; every other control byte, every
     character Python does not call printable (such as U+202E, which reverses the text after it) and every
     byte that is not UTF-8 is ``\\NNN``, its bytes in octal. Printable UTF-8 (and the space) stays as it
     is, so a name can neither forge a line nor move the cursor, and the escape undoes to exact bytes.
-    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes).
+    A ``str`` is taken as ``os.fsdecode`` made it (undecodable bytes as surrogate escapes). Give it
+    the name itself, never ``display``'s form: escaping a shown form again would show two names alike.
     """
     text = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
     if text.isprintable() and "\\" not in text:
@@ -345,7 +437,7 @@ class PathPolicy:
         in_force = self.allowed or []
         raise OutsideRoots(
             f"path {shown} is outside {who}",
-            allowed=[display(r) for r in in_force[:MAX_LISTED]],
+            allowed=[call_argument(str(r)) for r in in_force[:MAX_LISTED]],  # each as a call names it
             more=max(0, len(in_force) - MAX_LISTED),
         )
 
