@@ -28,9 +28,8 @@ COMMON: dict[str, str] = {
     "elapsed_s": "Seconds the work took.",
     "error": "Why it could not be read or hashed.",
     "exact_bytes": (
-        "Present when a name here is not UTF-8, which JSON text cannot carry: such a name is shown with each "
-        "byte that is not UTF-8 as \\xNN and each backslash doubled, and this maps the JSON Pointer "
-        "(RFC 6901) of each string shown so to its exact bytes in base64. Every other string is exact."
+        "Only when a name is not UTF-8 (shown with \\xNN bytes and backslashes doubled): the JSON Pointer "
+        "of each such string → its exact bytes, base64."
     ),
     "extensions_not_shown": "File extensions beyond those listed.",
     "failed_files": "Files whose digest differs from the manifest's (the first ones).",
