@@ -178,6 +178,7 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
         targets = _targets(args, roots)
         if targets is None:  # said on stderr; no state directory, lock nor database made
             return EXIT_USAGE
+        scans, baselines = targets
     if args.command == "history" and (kept := state.directory()) is not None and not _kept_there(kept):
         # A listing makes nothing: a mistyped --state-dir, or sudo's other HOME, is named, not created.
         print(f"sysmcp history: no history is kept in {kept} (nothing recorded there yet)", file=sys.stderr)
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             print("sysmcp snapshot: another snapshot run holds the lock; nothing done", file=sys.stderr)
             return EXIT_LOCKED
         platform.idle_priority()
-        code = _record(args, *targets)
+        code = _record(args, scans, baselines)
         from sysmcp.history.store import Retention  # here: serving imports no sqlite3 until it records
 
         store.prune(Retention(hourly, daily, weekly, ceiling or 0))
