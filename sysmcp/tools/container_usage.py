@@ -183,7 +183,10 @@ class Reconciliation:
         "(a lower bound then, and difference_bytes an upper one); absent: none."
     )
     difference_bytes: int = prop("Walked minus accounted.")
-    complete: bool = prop("False when the walk stopped at its time budget.")
+    complete: bool = prop("False when the walk stopped early (stopped_reason says why).")
+    stopped_reason: Opt[str] = prop(
+        "Why the walk stopped early (its time budget, no file descriptor left); absent: complete."
+    )
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
     skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
     parts_not_shown: Opt[int] = prop(
@@ -342,6 +345,7 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=found.not_measured or ABSENT,
             difference_bytes=walked.apparent - found.accounted,
             complete=walked.stopped is None,
+            stopped_reason=walked.stopped or ABSENT,
             parts=[
                 DataRootPart(*part) for part in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
@@ -363,6 +367,13 @@ def render(s: ContainerUsage) -> str:
     root = f"data root {printable(s.data_root)}" if s.data_root else "data root outside the allowed roots"
     asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
+    walked = s.reconciliation
+    if walked is not None and walked.stopped_reason is not ABSENT:
+        lines.insert(
+            0,
+            f"PARTIAL RESULT: the walk of the data root stopped early ({walked.stopped_reason}); the engine's "
+            "figures are whole, what the walk found on disk is not.",
+        )
     if s.partial:
         lines.append(
             f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each shares or holds alone "
@@ -464,7 +475,7 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
 
 
 def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
-    partial = "" if re.complete else " (walk stopped at its time budget: partial)"
+    partial = "" if re.complete else " (the walk stopped early: partial)"
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
     if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor
