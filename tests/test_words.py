@@ -250,3 +250,37 @@ def test_a_cut_plan_says_how_many_items_and_where_every_item_is(tmp_path: Path) 
     items = tuple(replace(plan.items[0], id=f"rotated_log-{n}") for n in range(ITEMS_SHOWN + 2))
     text = render(replace(plan, items=items), "")
     assert "  … and 2 more items not shown (every item is in the structured result and in the script)" in text
+
+
+def _descriptions(schema: object, where: str = "") -> list[tuple[str, str]]:
+    """Every (property path, description) of a JSON schema, nested ones included."""
+    found: list[tuple[str, str]] = []
+    if isinstance(schema, dict):
+        if isinstance(schema.get("description"), str):
+            found.append((where, schema["description"]))
+        for key, value in schema.items():
+            if key != "description":
+                found += _descriptions(value, f"{where}.{key}" if key != "properties" else where)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _descriptions(value, where)
+    return found
+
+
+def test_no_output_field_says_only_the_time_budget_stops_what_other_stops_stop_too() -> None:
+    """A walk, a hash or a check also stops for want of a file descriptor (and its reason says so):
+    'False when the time budget ran out' told the model to give more time, which stops at the same place.
+    Only what nothing but a deadline stops (the engine's inspects, comparing two snapshots) may say budget."""
+    from sysmcp.tools import TOOL_MODULES
+    from tests.harness import tool
+
+    only_a_deadline = {("container_usage", ".logs.not_inspected"), ("what_changed", ".stopped_reason")}
+    said = [
+        (name, where, text)
+        for name, _ in TOOL_MODULES
+        for where, text in _descriptions(tool(name).output_schema)
+        if re.search(r"\bbudget\b", text)
+        and "descriptor" not in text
+        and (name, where.replace(".$defs", "").split(".properties")[0]) not in only_a_deadline
+    ]
+    assert said == [], said

@@ -65,9 +65,9 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 @result
 class HashTree:
     path: str = prop()
-    complete: bool = prop("False when the time budget ran out: the manifest then covers only some files.")
+    complete: bool = prop("False when hashing stopped early: the manifest then covers only some files.")
     stopped_reason: str | None = prop()
-    files_not_hashed: int = prop("Files listed but not hashed when the budget ran out (0 when complete).")
+    files_not_hashed: int = prop("Files listed but not hashed when it stopped (0 when complete).")
     walk_complete: bool = prop(
         "False when the walk itself was cut: files in directories not yet listed are "
         "neither in the manifest nor counted."

@@ -71,9 +71,9 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 class VerifyChecksums:
     manifest: str = prop("The manifest's path, URI, or '(text)'.")
     base_dir: str = prop()
-    complete: bool = prop("False when the time budget ran out.")
+    complete: bool = prop("False when checking stopped early.")
     stopped_reason: str | None = prop()
-    not_checked: int = prop("Entries not checked because the time budget ran out (0 when complete).")
+    not_checked: int = prop("Entries not checked: checking stopped early (0 when complete).")
     all_ok: bool = prop(
         "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
         "every file present, readable and matching, no improperly formatted line. New files do not count."

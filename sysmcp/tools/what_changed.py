@@ -124,7 +124,7 @@ def comparison(
 class StoredScan(Open):
     id: int = prop("Its id in the history store.")
     taken: str | None = prop("When it was taken (ISO 8601, UTC).")
-    partial: bool = prop("True when that scan stopped at its budget.")
+    partial: bool = prop("True when that scan stopped early.")
     fresh: Opt[bool] = prop("Scanned for this call.")
 
 
@@ -224,7 +224,7 @@ class Integrity(Open):
         default=ABSENT,
     )
     not_checked: Opt[int] = prop(
-        "Baseline files not hashed now before the time budget ran out.", default=ABSENT
+        "Baseline files not hashed now: hashing stopped early.", default=ABSENT
     )
     unreadable: Opt[int] = prop(
         "Files of the baseline, read then or not, still there and not readable now (not called removed); "
