@@ -284,3 +284,39 @@ def test_no_output_field_says_only_the_time_budget_stops_what_other_stops_stop_t
         and (name, where.replace(".$defs", "").split(".properties")[0]) not in only_a_deadline
     ]
     assert said == [], said
+
+
+def _manifest_text(max_lines: int, kept: bool, files: int = 5) -> str:
+    from sysmcp.results import ResultStore
+    from sysmcp.tools.registry import ResourceLink
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: object) -> ResourceLink | str:
+            if not kept:
+                return "the full result (9 bytes) is too big to keep as a resource"
+            return ResultStore().put(name, text, description="")
+
+    lines = [f"{n:064x}  f{n}\n".encode() for n in range(files)]
+    tree = TreeHash(files=files, manifest=bytearray(b"".join(lines)), first=lines, base=b"/srv")
+    output = hash_tree.answer({"max_lines": max_lines}, Keeper(), tree, "/srv", ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
+    return output.text
+
+
+def test_hash_trees_lines_header_says_what_is_there_and_never_points_at_a_manifest_not_kept() -> None:
+    """'First 0 lines:' with max_lines=0, and '… 3 more lines in the full manifest' when the full manifest
+    was not kept: each says what the answer holds and where the rest is, or that it is nowhere."""
+    text = _manifest_text(2, kept=True)
+    assert "First 2 lines:" in text and text.endswith("… 3 more lines in the full manifest"), text
+    text = _manifest_text(2, kept=False)
+    assert "Full manifest: not kept, " in text and "First 2 lines:" in text, text
+    assert text.endswith("… 3 more lines not shown (the full manifest was not kept)"), text
+    text = _manifest_text(0, kept=True)
+    assert "First 0" not in text and text.endswith(
+        "No line shown (max_lines is 0): 5 lines in the full manifest"
+    ), text
+    text = _manifest_text(0, kept=False)
+    assert "First 0" not in text and text.endswith(
+        "No line shown (max_lines is 0), and the full manifest was not kept"
+    ), text
+    text = _manifest_text(5, kept=True)
+    assert text.endswith("Manifest:\n" + "\n".join(f"{n:064x}  f{n}" for n in range(5))), text

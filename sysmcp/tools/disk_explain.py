@@ -123,9 +123,7 @@ class OverheadPart(_Part):
 class Remainder(_Part):
     bytes: int = prop("Used bytes no part accounts for (negative when parts overlap).")
     percent: float = prop("The remainder as a percentage of used bytes.")
-    not_walked: bool = prop(
-        "True when the walk stopped early: part of the remainder was not walked."
-    )
+    not_walked: bool = prop("True when the walk stopped early: part of the remainder was not walked.")
     next_step: str = prop(_NEXT)
 
 

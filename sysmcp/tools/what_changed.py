@@ -223,9 +223,7 @@ class Integrity(Open):
         "hard link, ACLs or xattrs); unreadable at the baseline: mode or owner only.",
         default=ABSENT,
     )
-    not_checked: Opt[int] = prop(
-        "Baseline files not hashed now: hashing stopped early.", default=ABSENT
-    )
+    not_checked: Opt[int] = prop("Baseline files not hashed now: hashing stopped early.", default=ABSENT)
     unreadable: Opt[int] = prop(
         "Files of the baseline, read then or not, still there and not readable now (not called removed); "
         "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
