@@ -320,3 +320,17 @@ def test_hash_trees_lines_header_says_what_is_there_and_never_points_at_a_manife
     ), text
     text = _manifest_text(5, kept=True)
     assert text.endswith("Manifest:\n" + "\n".join(f"{n:064x}  f{n}" for n in range(5))), text
+
+
+def test_a_hash_tree_stopped_before_listing_any_file_does_not_say_there_was_nothing_to_hash() -> None:
+    """Stopped before the walk listed a file: 'No regular files to hash.' read as an empty tree."""
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: object) -> str:
+            return "not kept in this test"
+
+    tree = TreeHash(stopped="time budget of 0.001 s reached", walk_complete=False, base=b"/srv")
+    output = hash_tree.answer({"max_lines": 5}, Keeper(), tree, "/srv", ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
+    assert output.text.startswith("PARTIAL RESULT"), output.text
+    assert "No regular files to hash" not in output.text, output.text
+    assert output.text.endswith("No file was hashed before it stopped."), output.text

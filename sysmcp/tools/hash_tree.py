@@ -266,6 +266,8 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
         out.append(
             f"None of the {plural(tree.files_not_hashed, 'file')} listed was hashed before it stopped."
         )
+    elif tree.stopped_reason:  # stopped before the walk listed a file: not an empty tree
+        out.append("No file was hashed before it stopped.")
     else:
         out.append("No regular files to hash.")
     return "\n".join(out)
