@@ -558,10 +558,17 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     if found.lower_bound is not None:
         count, disk, files, stopped = found.lower_bound
         since_raw = args["since"]
-        cut = f"; the walk stopped early ({stopped}): only what it reached" if stopped else ""
+        if stopped:  # a lower bound still, of only what the walk reached
+            complete = False
+            more = "; a larger timeout_s gives it more time" if more_time_helps(stopped) else ""
+            lines.insert(
+                0,
+                f"PARTIAL RESULT: the walk for files modified since stopped early ({stopped}): the lower bound "
+                f"below counts only the files it reached{more}.",
+            )
         lines.append(
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
-            f"that were only deleted or changed in place is not seen this way{cut})."
+            "that were only deleted or changed in place is not seen this way)."
         )
         listed = files[:top_n]
         for rel, size in listed:
