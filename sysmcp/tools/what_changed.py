@@ -282,8 +282,8 @@ class WhatChanged:
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
     complete: bool = prop(
-        "False when either scan was partial, comparing them stopped early, or the integrity check stopped "
-        "before hashing the whole tree."
+        "False when a scan (lower_bound's too) was partial, comparing stopped early, or the integrity "
+        "check stopped before hashing all."
     )
     stopped_reason: Opt[Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None] = prop(
         "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
