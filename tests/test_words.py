@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
@@ -334,3 +335,46 @@ def test_a_hash_tree_stopped_before_listing_any_file_does_not_say_there_was_noth
     assert output.text.startswith("PARTIAL RESULT"), output.text
     assert "No regular files to hash" not in output.text, output.text
     assert output.text.endswith("No file was hashed before it stopped."), output.text
+
+
+def test_a_check_that_stopped_early_with_no_list_cut_does_not_say_its_lists_were_cut() -> None:
+    """Every entry not checked and no list at all: 'Lists were cut at 50 names' sent the model to look for
+    names it was not shown. The report is offered for what it holds: which entries were not checked."""
+    from sysmcp.tools.verify_checksums import VerifyChecksums
+    from sysmcp.tools.verify_checksums import render as render_check
+
+    answer = VerifyChecksums(
+        manifest="/srv/SHA256SUMS",
+        base_dir="/srv",
+        complete=False,
+        stopped_reason="time budget of 1 s reached",
+        not_checked=1200,
+        all_ok=False,
+        entries=1200,
+        ok=0,
+        failed=0,
+        missing=0,
+        unreadable=0,
+        improperly_formatted=0,
+        new=None,
+        algorithms={},
+        bytes_hashed=0,
+        seconds=0.0,
+        failed_files=[],
+        missing_files=[],
+        unreadable_files=[],
+        improperly_formatted_lines=[],
+        new_files=[],
+        truncated=True,
+        report_uri="sysmcp://results/1/verify-report.txt",
+        walk_skipped={},
+    )
+    text = render_check(answer, 1.0, 50, None, None)
+    assert "Lists were cut" not in text, text
+    assert text.endswith(
+        "Which entries were not checked: the full report is at sysmcp://results/1/verify-report.txt (resources/read)."
+    ), text
+    answer = replace(answer, failed=60, failed_files=[f"f{n}" for n in range(50)])
+    assert "Lists were cut at 50 names; the full report is at sysmcp://" in render_check(
+        answer, 1.0, 50, None, None
+    )
