@@ -378,3 +378,10 @@ def test_a_check_that_stopped_early_with_no_list_cut_does_not_say_its_lists_were
     assert "Lists were cut at 50 names; the full report is at sysmcp://" in render_check(
         answer, 1.0, 50, None, None
     )
+
+
+def test_the_instructions_say_a_partial_answer_is_said_first_whatever_stopped_it() -> None:
+    """They said a call stops at its time budget: one out of descriptors stops too, and more time won't help."""
+    from sysmcp.server.methods import INSTRUCTIONS
+
+    assert "stops early (timeout_s, no descriptor left) says PARTIAL first" in INSTRUCTIONS
