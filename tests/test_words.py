@@ -385,3 +385,39 @@ def test_the_instructions_say_a_partial_answer_is_said_first_whatever_stopped_it
     from sysmcp.server.methods import INSTRUCTIONS
 
     assert "stops early (timeout_s, no descriptor left) says PARTIAL first" in INSTRUCTIONS
+
+
+def test_one_entry_not_checked_is_singular() -> None:
+    """'1 of 1 entry were not checked'."""
+    from sysmcp.tools.verify_checksums import VerifyChecksums
+    from sysmcp.tools.verify_checksums import render as render_check
+
+    answer = VerifyChecksums(
+        manifest="/srv/SHA256SUMS",
+        base_dir="/srv",
+        complete=False,
+        stopped_reason="time budget of 1 s reached",
+        not_checked=1,
+        all_ok=False,
+        entries=1,
+        ok=0,
+        failed=0,
+        missing=0,
+        unreadable=0,
+        improperly_formatted=0,
+        new=None,
+        algorithms={},
+        bytes_hashed=0,
+        seconds=0.0,
+        failed_files=[],
+        missing_files=[],
+        unreadable_files=[],
+        improperly_formatted_lines=[],
+        new_files=[],
+        truncated=True,
+        report_uri="sysmcp://results/1/verify-report.txt",
+        walk_skipped={},
+    )
+    assert "1 of 1 entry was not checked." in render_check(answer, 1.0, 50, None, None)
+    answer = replace(answer, not_checked=2, entries=3)
+    assert "2 of 3 entries were not checked." in render_check(answer, 1.0, 50, None, None)

@@ -306,7 +306,8 @@ def render(
         )
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({answer.stopped_reason}); {answer.not_checked:,} of "
-            f"{plural(answer.entries, 'entry', 'entries')} were not checked.{more}"
+            f"{plural(answer.entries, 'entry', 'entries')} {'was' if answer.not_checked == 1 else 'were'} not "
+            f"checked.{more}"
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
     lists = (
