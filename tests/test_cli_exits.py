@@ -687,3 +687,16 @@ def test_what_changed_cut_short_says_why_in_words_beside_its_stopped_reason(
     reply = {"result": {"content": [{"type": "text", "text": "PARTIAL RESULT"}], "structuredContent": data}}
     assert _report("what_changed", reply, CallOptions()) == 3
     assert capsys.readouterr().err == f"sysmcp call: PARTIAL RESULT ({said}): exit 3\n"
+
+
+def test_a_container_usage_whose_walk_stopped_early_exits_3_and_says_why() -> None:
+    """Its answer says PARTIAL RESULT first: ``sysmcp call`` exited 0, as for a whole one."""
+    from sysmcp.cli.call import exit_status, partial_reason
+
+    why = "out of file descriptors, this process's limit of 32 open files reached"
+    cut = {"structuredContent": {"reconciliation": {"complete": False, "stopped_reason": why}}}
+    assert exit_status("container_usage", cut) == 3
+    assert partial_reason(cut) == why
+    whole = {"structuredContent": {"reconciliation": {"complete": True}}}
+    assert exit_status("container_usage", whole) == 0
+    assert exit_status("container_usage", {"structuredContent": {"reconciliation": None}}) == 0

@@ -203,3 +203,20 @@ def test_a_root_that_is_no_directory_is_refused_as_the_server_refuses_it(tmp_pat
             done = sysmcp(*command, "--state-dir", str(state), "--root", root)
             assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (command, root, done.stdout)
             assert done.stderr == f"sysmcp {command[0]}: --root must name existing directories: {root}\n"
+
+
+def test_a_path_that_is_no_directory_is_refused_before_anything_is_made_or_scanned(tmp_path: Path) -> None:
+    """'sysmcp snapshot /etc/hostname' made the state directory, its database and lock, then exited 2:
+    a bad argument changes nothing, a good one beside it included."""
+    state = tmp_path / "state"
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "tree").mkdir()
+    for paths in (
+        [str(tmp_path / "file")],
+        [str(tmp_path / "tree"), str(tmp_path / "file")],
+        [str(tmp_path / "tree"), "--baseline", str(tmp_path / "missing")],
+    ):
+        done = sysmcp("snapshot", "--state-dir", str(state), *paths)
+        assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (paths, done.stderr)
+        assert done.stderr.startswith("sysmcp snapshot: ") and done.stderr.count("\n") == 1, done.stderr
+        assert not state.exists(), (paths, done.stderr)

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
@@ -250,3 +251,173 @@ def test_a_cut_plan_says_how_many_items_and_where_every_item_is(tmp_path: Path) 
     items = tuple(replace(plan.items[0], id=f"rotated_log-{n}") for n in range(ITEMS_SHOWN + 2))
     text = render(replace(plan, items=items), "")
     assert "  … and 2 more items not shown (every item is in the structured result and in the script)" in text
+
+
+def _descriptions(schema: object, where: str = "") -> list[tuple[str, str]]:
+    """Every (property path, description) of a JSON schema, nested ones included."""
+    found: list[tuple[str, str]] = []
+    if isinstance(schema, dict):
+        if isinstance(schema.get("description"), str):
+            found.append((where, schema["description"]))
+        for key, value in schema.items():
+            if key != "description":
+                found += _descriptions(value, f"{where}.{key}" if key != "properties" else where)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += _descriptions(value, where)
+    return found
+
+
+def test_no_output_field_says_only_the_time_budget_stops_what_other_stops_stop_too() -> None:
+    """A walk, a hash or a check also stops for want of a file descriptor (and its reason says so):
+    'False when the time budget ran out' told the model to give more time, which stops at the same place.
+    Only what nothing but a deadline stops (the engine's inspects, comparing two snapshots) may say budget."""
+    from sysmcp.tools import TOOL_MODULES
+    from tests.harness import tool
+
+    only_a_deadline = {("container_usage", ".logs.not_inspected"), ("what_changed", ".stopped_reason")}
+    said = [
+        (name, where, text)
+        for name, _ in TOOL_MODULES
+        for where, text in _descriptions(tool(name).output_schema)
+        if re.search(r"\bbudget\b", text)
+        and "descriptor" not in text
+        and (name, where.replace(".$defs", "").split(".properties")[0]) not in only_a_deadline
+    ]
+    assert said == [], said
+
+
+def _manifest_text(max_lines: int, kept: bool, files: int = 5) -> str:
+    from sysmcp.results import ResultStore
+    from sysmcp.tools.registry import ResourceLink
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: object) -> ResourceLink | str:
+            if not kept:
+                return "the full result (9 bytes) is too big to keep as a resource"
+            return ResultStore().put(name, text, description="")
+
+    lines = [f"{n:064x}  f{n}\n".encode() for n in range(files)]
+    tree = TreeHash(files=files, manifest=bytearray(b"".join(lines)), first=lines, base=b"/srv")
+    output = hash_tree.answer({"max_lines": max_lines}, Keeper(), tree, "/srv", ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
+    return output.text
+
+
+def test_hash_trees_lines_header_says_what_is_there_and_never_points_at_a_manifest_not_kept() -> None:
+    """'First 0 lines:' with max_lines=0, and '… 3 more lines in the full manifest' when the full manifest
+    was not kept: each says what the answer holds and where the rest is, or that it is nowhere."""
+    text = _manifest_text(2, kept=True)
+    assert "First 2 lines:" in text and text.endswith("… 3 more lines in the full manifest"), text
+    text = _manifest_text(2, kept=False)
+    assert "Full manifest: not kept, " in text and "First 2 lines:" in text, text
+    assert text.endswith("… 3 more lines not shown (the full manifest was not kept)"), text
+    text = _manifest_text(0, kept=True)
+    assert "First 0" not in text and text.endswith(
+        "No line shown (max_lines is 0): 5 lines in the full manifest"
+    ), text
+    text = _manifest_text(0, kept=False)
+    assert "First 0" not in text and text.endswith(
+        "No line shown (max_lines is 0), and the full manifest was not kept"
+    ), text
+    text = _manifest_text(5, kept=True)
+    assert text.endswith("Manifest:\n" + "\n".join(f"{n:064x}  f{n}" for n in range(5))), text
+
+
+def test_a_hash_tree_stopped_before_listing_any_file_does_not_say_there_was_nothing_to_hash() -> None:
+    """Stopped before the walk listed a file: 'No regular files to hash.' read as an empty tree."""
+
+    class Keeper:
+        def keep(self, name: str, text: str, **_: object) -> str:
+            return "not kept in this test"
+
+    tree = TreeHash(stopped="time budget of 0.001 s reached", walk_complete=False, base=b"/srv")
+    output = hash_tree.answer({"max_lines": 5}, Keeper(), tree, "/srv", ALGORITHMS["sha256"], "gnu")  # type: ignore[arg-type]
+    assert output.text.startswith("PARTIAL RESULT"), output.text
+    assert "No regular files to hash" not in output.text, output.text
+    assert output.text.endswith("No file was hashed before it stopped."), output.text
+
+
+def test_a_check_that_stopped_early_with_no_list_cut_does_not_say_its_lists_were_cut() -> None:
+    """Every entry not checked and no list at all: 'Lists were cut at 50 names' sent the model to look for
+    names it was not shown. The report is offered for what it holds: which entries were not checked."""
+    from sysmcp.tools.verify_checksums import VerifyChecksums
+    from sysmcp.tools.verify_checksums import render as render_check
+
+    answer = VerifyChecksums(
+        manifest="/srv/SHA256SUMS",
+        base_dir="/srv",
+        complete=False,
+        stopped_reason="time budget of 1 s reached",
+        not_checked=1200,
+        all_ok=False,
+        entries=1200,
+        ok=0,
+        failed=0,
+        missing=0,
+        unreadable=0,
+        improperly_formatted=0,
+        new=None,
+        algorithms={},
+        bytes_hashed=0,
+        seconds=0.0,
+        failed_files=[],
+        missing_files=[],
+        unreadable_files=[],
+        improperly_formatted_lines=[],
+        new_files=[],
+        truncated=True,
+        report_uri="sysmcp://results/1/verify-report.txt",
+        walk_skipped={},
+    )
+    text = render_check(answer, 1.0, 50, None, None)
+    assert "Lists were cut" not in text, text
+    assert text.endswith(
+        "Which entries were not checked: the full report is at sysmcp://results/1/verify-report.txt (resources/read)."
+    ), text
+    answer = replace(answer, failed=60, failed_files=[f"f{n}" for n in range(50)])
+    assert "Lists were cut at 50 names; the full report is at sysmcp://" in render_check(
+        answer, 1.0, 50, None, None
+    )
+
+
+def test_the_instructions_say_a_partial_answer_is_said_first_whatever_stopped_it() -> None:
+    """They said a call stops at its time budget: one out of descriptors stops too, and more time won't help."""
+    from sysmcp.server.methods import INSTRUCTIONS
+
+    assert "stops early (timeout_s, no descriptor left) says PARTIAL first" in INSTRUCTIONS
+
+
+def test_one_entry_not_checked_is_singular() -> None:
+    """'1 of 1 entry were not checked'."""
+    from sysmcp.tools.verify_checksums import VerifyChecksums
+    from sysmcp.tools.verify_checksums import render as render_check
+
+    answer = VerifyChecksums(
+        manifest="/srv/SHA256SUMS",
+        base_dir="/srv",
+        complete=False,
+        stopped_reason="time budget of 1 s reached",
+        not_checked=1,
+        all_ok=False,
+        entries=1,
+        ok=0,
+        failed=0,
+        missing=0,
+        unreadable=0,
+        improperly_formatted=0,
+        new=None,
+        algorithms={},
+        bytes_hashed=0,
+        seconds=0.0,
+        failed_files=[],
+        missing_files=[],
+        unreadable_files=[],
+        improperly_formatted_lines=[],
+        new_files=[],
+        truncated=True,
+        report_uri="sysmcp://results/1/verify-report.txt",
+        walk_skipped={},
+    )
+    assert "1 of 1 entry was not checked." in render_check(answer, 1.0, 50, None, None)
+    answer = replace(answer, not_checked=2, entries=3)
+    assert "2 of 3 entries were not checked." in render_check(answer, 1.0, 50, None, None)

@@ -112,7 +112,7 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
                 return EXIT_PROBLEM
             statuses.add(exit_status(tool, {"structuredContent": entry.get("result")}))
         return EXIT_PROBLEM if EXIT_PROBLEM in statuses else max(statuses)
-    partial = data.get("complete") is False
+    partial = data.get("complete") is False or _walk_stopped(data) is not None
     if tool == "file_sha256" and data.get("match") is False:
         return EXIT_PROBLEM
     if tool == "verify_checksums" and data.get("all_ok") is False:
@@ -134,6 +134,13 @@ def exit_status(tool: str, result: dict[str, Any]) -> int:
     return EXIT_PARTIAL if partial else EXIT_OK
 
 
+def _walk_stopped(data: dict[str, Any]) -> dict[str, Any] | None:
+    """container_usage's walk of its data root when it stopped early: the one answer whose partial part
+    is nested (the engine's figures are whole)."""
+    walked = data.get("reconciliation")
+    return walked if isinstance(walked, dict) and walked.get("complete") is False else None
+
+
 #: what_changed's ``stopped_reason`` is a choice, not words as the other tools' are: said in words here.
 STOPPED_WORDS = {
     "time_budget": "comparing the two snapshots ran out of time",
@@ -152,6 +159,7 @@ def partial_reason(result: dict[str, Any]) -> str:
         for entry in entries:
             if not isinstance(entry, dict):
                 continue
+            entry = _walk_stopped(entry) or entry
             words = entry.get("reason") if entry.get("complete") is False else None
             why = words if isinstance(words, str) and words else entry.get("stopped_reason")
             if why:

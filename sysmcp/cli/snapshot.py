@@ -175,6 +175,10 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             said = str(getattr(exc, "message", exc)).removeprefix("Invalid arguments: ")
             print(f"sysmcp snapshot: {said.replace(repr('--max-size'), '--max-size', 1)}", file=sys.stderr)
             return EXIT_USAGE
+        targets = _targets(args, roots)
+        if targets is None:  # said on stderr; no state directory, lock nor database made
+            return EXIT_USAGE
+        scans, baselines = targets
     if args.command == "history" and (kept := state.directory()) is not None and not _kept_there(kept):
         # A listing makes nothing: a mistyped --state-dir, or sudo's other HOME, is named, not created.
         print(f"sysmcp history: no history is kept in {kept} (nothing recorded there yet)", file=sys.stderr)
@@ -196,7 +200,7 @@ def run(args: argparse.Namespace, roots: list[str]) -> int:
             print("sysmcp snapshot: another snapshot run holds the lock; nothing done", file=sys.stderr)
             return EXIT_LOCKED
         platform.idle_priority()
-        code = _record(args, roots)
+        code = _record(args, scans, baselines)
         from sysmcp.history.store import Retention  # here: serving imports no sqlite3 until it records
 
         store.prune(Retention(hourly, daily, weekly, ceiling or 0))
@@ -217,28 +221,51 @@ def _kept_there(directory: Path) -> bool:
     return True
 
 
-def _record(args: argparse.Namespace, roots: list[str]) -> int:
-    """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
+def _targets(args: argparse.Namespace, roots: list[str]) -> tuple[list[Path], list[tuple[str, Path]]] | None:
+    """The directories to scan and the paths to keep baselines of, each resolved within the roots; None,
+    each refusal said on stderr, when any is refused. Why before the history store is opened: a bad
+    argument changes nothing (no state directory, lock nor database made for a run that does no work)."""
     from sysmcp.engine.faults import EngineError
     from sysmcp.engine.paths import PathPolicy
+    from sysmcp.protocol.failures import ToolError
+
+    policy = PathPolicy.of_operator(roots)
+    scans: list[Path] = []
+    baselines: list[tuple[str, Path]] = []
+    refused = False
+    for raw, kind in [
+        *((raw, "scan") for raw in args.paths or ["/"]),
+        *((raw, "baseline") for raw in args.baseline),
+    ]:
+        try:
+            path = policy.resolve(raw)
+            if kind == "scan" and not path.is_dir():
+                raise ToolError(f"not a directory: {raw}")
+            if not os.path.lexists(path):  # a baseline's: resolved, it need not exist
+                raise ToolError(f"No such file or directory: {raw}")
+        except (ToolError, EngineError) as exc:
+            print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)
+            refused = True
+            continue
+        if kind == "scan":
+            scans.append(path)
+        else:
+            baselines.append((raw, path))
+    return None if refused else (scans, baselines)
+
+
+def _record(args: argparse.Namespace, scans: list[Path], baselines: list[tuple[str, Path]]) -> int:
+    """Each path's scan (and each baseline), one after another; the worst outcome decides the code."""
+    from sysmcp.engine.faults import EngineError
     from sysmcp.engine.usage import UsageRequest, scan_usage
     from sysmcp.engine.walk import WalkOptions
     from sysmcp.protocol.failures import ToolError
     from sysmcp.tools.dir_usage import FULL_FILES
     from sysmcp.tools.history_hooks import record_baseline, recorded_scan
 
-    policy = PathPolicy.of_operator(roots)
     options = WalkOptions(one_file_system=not args.all_filesystems)
     code = EXIT_OK
-    for raw in args.paths or ["/"]:
-        try:
-            path = policy.resolve(raw)
-            if not path.is_dir():
-                raise ToolError(f"not a directory: {raw}")
-        except (ToolError, EngineError) as exc:
-            print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)
-            code = max(code, EXIT_USAGE)
-            continue
+    for path in scans:
         request = UsageRequest(
             FULL_FILES, 0, 1, True, 0, args.timeout, root=os.fsencode(path), options=options
         )
@@ -252,7 +279,7 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
             print(f"sysmcp snapshot: {path}: {note or usage.stopped or 'not kept'}", file=sys.stderr)
             code = max(code, EXIT_INCOMPLETE)
         _reading(path)
-    for raw in args.baseline:
+    for raw, path in baselines:
         from dataclasses import replace
 
         from sysmcp.engine.calls import never_cancelled, no_progress
@@ -262,7 +289,6 @@ def _record(args: argparse.Namespace, roots: list[str]) -> int:
         from sysmcp.tools.hash_tree import tree_request
 
         try:
-            path = policy.resolve(raw)
             asked = tree_request(path, raw, ALGORITHMS["sha256"], "gnu", options, args.timeout)
             asked = replace(asked, nodes=True)  # its directories, links and special files too
             tree = hash_run(asked, no_progress, never_cancelled)  # the time budget bounds each path

@@ -149,7 +149,7 @@ class FleetGateway:
                 mime_type="application/json",
             )
             if isinstance(kept, str):
-                output = replace(output, text=f"{output.text}\n{kept}")
+                output = replace(output, text=f"{output.text}\nThe full text: not kept, {kept}")
             else:
                 output = replace(output, links=(*output.links, kept))
         return output

@@ -70,7 +70,7 @@ sysmcp answers questions about this machine's storage and files. For every tool:
 metadata, sizes and digests.
 - Paths are absolute. {scope}
 - Text escapes names as ls -b does (\\\\ is one backslash); a call names a file by its structuredContent path.
-- A call stops at its time budget (timeout_s) with what it covered, marked PARTIAL and saying what was left \
+- A call that stops early (timeout_s, no descriptor left) says PARTIAL first, with what it covered and left \
 out; a list too long to show ends with a sysmcp:// link to all of it (resources/read).
 - Long calls report progress and can be cancelled.
 Which tool answers what:

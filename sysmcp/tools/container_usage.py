@@ -17,7 +17,6 @@ import anyio
 
 from sysmcp.engine.containers import ContainersRequest, Survey, known_socket_at, known_sockets, survey
 from sysmcp.engine.paths import PATH_MAX, escaped, one_line, within_roots
-from sysmcp.engine.walk import more_time_helps
 from sysmcp.protocol.context import Meter
 from sysmcp.protocol.failures import ArgumentError
 from sysmcp.protocol.threads import run_in_thread
@@ -185,14 +184,13 @@ class Reconciliation:
     )
     difference_bytes: int = prop("Walked minus accounted.")
     complete: bool = prop("False when the walk stopped early (stopped_reason says why).")
+    stopped_reason: Opt[str] = prop(
+        "Why the walk stopped early (its time budget, no file descriptor left); absent: complete."
+    )
     parts: list[DataRootPart] = prop("The data root's directories, largest first.")
     skipped: dict[str, int] = prop("What the walk did not enter, by reason (other_filesystem: mounts).")
     parts_not_shown: Opt[int] = prop(
         "The data root's directories past those in parts, not named; absent: none."
-    )
-    stopped_reason: Opt[str] = prop(
-        "Why the walk stopped early: its time budget, or no file descriptor left (more time would stop at "
-        "the same directory; the reason says which limit to raise); absent: complete."
     )
 
 
@@ -347,12 +345,12 @@ def answer(found: Survey, top_n: int, now: float, allowed: list[Path] | None) ->
             not_measured=found.not_measured or ABSENT,
             difference_bytes=walked.apparent - found.accounted,
             complete=walked.stopped is None,
+            stopped_reason=walked.stopped or ABSENT,
             parts=[
                 DataRootPart(*part) for part in sorted(walked.parts, key=lambda part: (-part[1], part[0]))
             ],
             skipped=walked.skipped,
             parts_not_shown=max(walked.directories - len(walked.parts), 0) or ABSENT,
-            stopped_reason=walked.stopped or ABSENT,
         ),
         note=note,
         command=found.command or ABSENT,
@@ -369,6 +367,13 @@ def render(s: ContainerUsage) -> str:
     root = f"data root {escaped(s.data_root)}" if s.data_root else "data root outside the allowed roots"
     asked = f"through its command `{s.command}` (no API socket)" if s.command else f"at {s.socket}"
     lines = [f"{s.engine} {asked}: {root} ({s.storage_driver}, logs {s.log_driver or 'unknown'})"]
+    walked = s.reconciliation
+    if walked is not None and walked.stopped_reason is not ABSENT:
+        lines.insert(
+            0,
+            f"PARTIAL RESULT: the walk of the data root stopped early ({walked.stopped_reason}); the engine's "
+            "figures are whole, what the walk found on disk is not.",
+        )
     if s.partial:
         lines.append(
             f"Partial: {s.partial}; its lists below: image sizes whole (the bytes each shares or holds alone "
@@ -470,14 +475,7 @@ def _total(measured: int, unknown: Opt[int], count: int) -> str:
 
 
 def _reconciled(re: Reconciliation, data_root: str | None) -> list[str]:
-    partial = ""
-    if re.stopped_reason is not ABSENT:
-        timed = more_time_helps(re.stopped_reason)
-        partial = (
-            " (walk stopped at its time budget: partial)"
-            if timed
-            else f" (walk stopped, {re.stopped_reason}: partial)"
-        )
+    partial = "" if re.complete else " (the walk stopped early: partial)"
     diff, unknown = re.difference_bytes, re.not_measured
     accounted = human_bytes(re.accounted_bytes)
     if unknown is not ABSENT:  # the unknown sizes are not in it: accounted is a floor

@@ -126,7 +126,7 @@ class Extension(Open):
 @result
 class DirUsage:
     path: str = prop()
-    complete: bool = prop("False when the scan stopped early (time budget).")
+    complete: bool = prop("False when the scan stopped early.")
     stopped_reason: str | None = prop("Why the scan stopped early, if it did.")
     elapsed_s: float = prop()
     sort_by: Literal["disk", "apparent"] = prop()

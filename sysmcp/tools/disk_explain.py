@@ -123,9 +123,7 @@ class OverheadPart(_Part):
 class Remainder(_Part):
     bytes: int = prop("Used bytes no part accounts for (negative when parts overlap).")
     percent: float = prop("The remainder as a percentage of used bytes.")
-    not_walked: bool = prop(
-        "True when the walk stopped at its time budget: part of the remainder was not walked."
-    )
+    not_walked: bool = prop("True when the walk stopped early: part of the remainder was not walked.")
     next_step: str = prop(_NEXT)
 
 
@@ -136,7 +134,7 @@ class Explain(Open):
     mount_point: str = prop()
     used_bytes: int = prop("statvfs used: (f_blocks - f_bfree) × f_frsize.")
     reserved_bytes: Opt[int] = prop("Free blocks only root may use: free, not used.")
-    partial: Opt[bool] = prop("The walk stopped at the time budget.")
+    partial: Opt[bool] = prop("The walk stopped early.")
     files: Files = prop("Part 1: files and directories a walk from the root reaches, one filesystem (du -x).")
     deleted_open: DeletedOpen = prop(
         "Part 2: deleted files still held open by a process (freed when the holders close them)."

@@ -65,9 +65,9 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 @result
 class HashTree:
     path: str = prop()
-    complete: bool = prop("False when the time budget ran out: the manifest then covers only some files.")
+    complete: bool = prop("False when hashing stopped early: the manifest then covers only some files.")
     stopped_reason: str | None = prop()
-    files_not_hashed: int = prop("Files listed but not hashed when the budget ran out (0 when complete).")
+    files_not_hashed: int = prop("Files listed but not hashed when it stopped (0 when complete).")
     walk_complete: bool = prop(
         "False when the walk itself was cut: files in directories not yet listed are "
         "neither in the manifest nor counted."
@@ -79,7 +79,7 @@ class HashTree:
     total_bytes: int = prop("Bytes hashed for the manifest.")
     seconds: float = prop()
     lines: list[str] = prop("The first manifest lines (sorted by name), without their newline.")
-    lines_not_shown: int = prop()
+    lines_not_shown: int = prop("Manifest lines beyond those inlined (in the full manifest, if kept).")
     manifest_uri: str | None = prop(
         "sysmcp:// resource holding the whole manifest, exactly as it would be saved."
     )
@@ -263,17 +263,36 @@ def render(tree: HashTree, seconds: float, skipped_named: list[str], not_kept: s
             out.append(f"Full manifest: {tree.manifest_uri} (resources/read). {hint}")
         else:
             out.append(f"Full manifest: not kept, {not_kept}.")
-        out.append(f"First {plural(len(tree.lines), 'line')}:" if not_shown else "Manifest:")
-        out += tree.lines
-        if not_shown:
-            out.append(f"… {plural(not_shown, 'more line')} in the full manifest")
+        out += _lines_shown(tree, not_shown)
     elif tree.stopped_reason and tree.files_not_hashed:
         out.append(
             f"None of the {plural(tree.files_not_hashed, 'file')} listed was hashed before it stopped."
         )
+    elif tree.stopped_reason:  # stopped before the walk listed a file: not an empty tree
+        out.append("No file was hashed before it stopped.")
     else:
         out.append("No regular files to hash.")
     return "\n".join(out)
+
+
+def _lines_shown(tree: HashTree, not_shown: int) -> list[str]:
+    """The manifest lines inlined under a header that says what they are, and where the rest are: in
+    the full manifest, or nowhere when it was not kept (too big) or none inlined (``max_lines`` 0)."""
+    kept = tree.manifest_uri is not None
+    if not tree.lines:
+        return [
+            f"No line shown (max_lines is 0): {plural(not_shown, 'line')} in the full manifest"
+            if kept
+            else "No line shown (max_lines is 0), and the full manifest was not kept"
+        ]
+    if not not_shown:
+        return ["Manifest:", *tree.lines]
+    rest = "in the full manifest" if kept else "not shown (the full manifest was not kept)"
+    return [
+        f"First {plural(len(tree.lines), 'line')}:",
+        *tree.lines,
+        f"… {plural(not_shown, 'more line')} {rest}",
+    ]
 
 
 TOOL = Tool(

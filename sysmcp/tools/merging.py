@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from sysmcp.engine.paths import exact_names, in_json, one_line
+from sysmcp.engine.paths import exact_names, in_json, one_line, printable_text
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput
 from sysmcp.tools.typed import from_json
@@ -34,6 +34,9 @@ STATUSES = (
 )
 ANSWERED = frozenset({"ok", "tool_error"})  # the remote sysmcp answered (an isError answer is an answer)
 LINE_BUDGET = 80  # lines of merged text; past it the full per-host results are one resource link
+#: Characters of merged text as sent (escaped), below the server's answer budget (40,000): a fleet answer
+#: cut here is never cut again by the server, whose cut would add lines past ``LINE_BUDGET``.
+TEXT_BUDGET = 32_000
 LINES_PER_HOST = 6  # lines of each host's own text in a per-host summary
 HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is always given
 #: What differs between hosts giving the same answer: timings, rates, and each host's own result links.
@@ -268,11 +271,20 @@ def _reads(merge: Merge, outcome: HostOutcome, arguments: dict[str, Any]) -> boo
     return True
 
 
-def bound(output: ToolOutput, budget: int = LINE_BUDGET) -> tuple[ToolOutput, str | None]:
-    """The output with its text cut to ``budget`` lines, and the full text when it was cut (for the
-    caller to keep as a resource: merges stay pure)."""
+def bound(
+    output: ToolOutput, budget: int = LINE_BUDGET, chars: int = TEXT_BUDGET
+) -> tuple[ToolOutput, str | None]:
+    """The output with its text cut to ``budget`` lines and ``chars`` characters as sent, and the full
+    text when it was cut (for the caller to keep as a resource: merges stay pure). A cut text ends in
+    the line counting what it left out and leaves one line of the budget free: the line (or the link)
+    that says where the whole text went, which the caller adds."""
     lines = output.text.splitlines()
-    if len(lines) <= budget:
+    sizes = [len(printable_text(line)) + 1 for line in lines]
+    if len(lines) <= budget and sum(sizes) <= chars:
         return output, None
-    head = [*lines[: budget - 1], f"… {plural(len(lines) - budget + 1, 'more line')} not shown."]
+    shown, used = 0, 0
+    while shown < min(len(lines), budget - 2) and used + sizes[shown] <= chars:
+        used += sizes[shown]
+        shown += 1
+    head = [*lines[:shown], f"… {plural(len(lines) - shown, 'more line')} not shown."]
     return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text

@@ -298,7 +298,8 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     plan = await ctx.run_engine(build_plan, request)
     kept = await ctx.run_in_worker(lambda meter: PLANS.put(plan))  # compress and write: off the loop
     text = (
-        render(plan, shown, reclaim_served="reclaim" in ctx.served)
+        partial_words(stopped)
+        + render(plan, shown, reclaim_served="reclaim" in ctx.served)
         + "\n"
         + checked_words(plan, looked, stopped)
     )
@@ -344,24 +345,29 @@ def refuse_pseudo(path: Path) -> None:
         )
 
 
+def partial_words(duplicates_stopped: str | None) -> str:
+    """The first line of a plan whose search for duplicates stopped early, as every partial answer starts:
+    the plan holds what it found, not all there is."""
+    if not duplicates_stopped:
+        return ""
+    return (
+        f"PARTIAL RESULT: the search for duplicates stopped early ({duplicates_stopped}); duplicates not "
+        "confirmed by then are not in this plan.\n"
+    )
+
+
 def checked_words(plan: Plan, looked: list[str], duplicates_stopped: str | None = None) -> str:
-    """The classes looked for with nothing found, so that "none" never reads as "not checked"; and a
-    search for duplicates that stopped early, which found what it found, not all there is."""
+    """The classes looked for with nothing found, so that "none" never reads as "not checked" (nor
+    duplicates, when their search stopped early: ``partial_words`` says so)."""
     found = {item.klass for item in plan.items}
     empty = [
         name for name in looked if name not in found and not (name == "duplicate" and duplicates_stopped)
     ]
-    cut = (
-        f"PARTIAL: the search for duplicates stopped early ({duplicates_stopped}); duplicates not confirmed by "
-        "then are not in this plan.\n"
-        if duplicates_stopped
-        else ""
-    )
     if "deleted_open" in empty and os.geteuid() != 0:  # only this user's processes could be read
         empty[empty.index("deleted_open")] = (
             "deleted_open (among this user's processes: other users' need root)"
         )
-    return cut + (f"Checked, nothing found: {', '.join(empty)}.\n" if empty else "")
+    return f"Checked, nothing found: {', '.join(empty)}.\n" if empty else ""
 
 
 def nothing_to_do(plan: Plan) -> str:

@@ -71,9 +71,9 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 class VerifyChecksums:
     manifest: str = prop("The manifest's path, URI, or '(text)'.")
     base_dir: str = prop()
-    complete: bool = prop("False when the time budget ran out.")
+    complete: bool = prop("False when checking stopped early.")
     stopped_reason: str | None = prop()
-    not_checked: int = prop("Entries not checked because the time budget ran out (0 when complete).")
+    not_checked: int = prop("Entries not checked: checking stopped early (0 when complete).")
     all_ok: bool = prop(
         "True exactly when 'sha256sum -c --strict' would succeed: at least one entry, "
         "every file present, readable and matching, no improperly formatted line. New files do not count."
@@ -93,8 +93,8 @@ class VerifyChecksums:
     unreadable_files: list[walking.PathError] = prop()
     improperly_formatted_lines: list[int] = prop()
     new_files: list[str] = prop()
-    truncated: bool = prop("True when a list above was cut at max_listed.")
-    report_uri: str | None = prop("sysmcp:// resource with every entry's status, when a list was cut.")
+    truncated: bool = prop("True when a list above was cut at max_listed, or entries were not checked.")
+    report_uri: str | None = prop("sysmcp:// resource with every entry's status, when truncated.")
     walk_skipped: dict[str, int] = prop("With report_new: entries the walk left out, by reason.")
 
 
@@ -306,7 +306,8 @@ def render(
         )
         lines.append(
             f"PARTIAL RESULT: checking stopped early ({answer.stopped_reason}); {answer.not_checked:,} of "
-            f"{plural(answer.entries, 'entry', 'entries')} were not checked.{more}"
+            f"{plural(answer.entries, 'entry', 'entries')} {'was' if answer.not_checked == 1 else 'were'} not "
+            f"checked.{more}"
         )
     lines += [_summary(answer), _hashed(answer, seconds), _verdict(answer)]
     lists = (
@@ -335,7 +336,19 @@ def render(
     if answer.walk_skipped:
         lines.append("walk skipped: " + walking.skipped_phrase(answer.walk_skipped))
     if answer.truncated:
-        cut = f"Lists were cut at {plural(limit, 'name')}; the full report"
+        shown = (
+            (answer.failed, answer.failed_files),
+            (answer.missing, answer.missing_files),
+            (answer.unreadable, answer.unreadable_files),
+            (answer.improperly_formatted, answer.improperly_formatted_lines),
+            (answer.new or 0, answer.new_files),
+        )
+        # The report is also kept for the entries not checked, which no list names.
+        cut = (
+            f"Lists were cut at {plural(limit, 'name')}; the full report"
+            if any(count > len(names) for count, names in shown)
+            else "Which entries were not checked: the full report"
+        )
         lines.append(
             f"{cut} is at {answer.report_uri} (resources/read)."
             if not_kept is None

@@ -124,7 +124,7 @@ def comparison(
 class StoredScan(Open):
     id: int = prop("Its id in the history store.")
     taken: str | None = prop("When it was taken (ISO 8601, UTC).")
-    partial: bool = prop("True when that scan stopped at its budget.")
+    partial: bool = prop("True when that scan stopped early.")
     fresh: Opt[bool] = prop("Scanned for this call.")
 
 
@@ -226,9 +226,7 @@ class Integrity(Open):
         "links and special files whose mode or owner changed.",
         default=ABSENT,
     )
-    not_checked: Opt[int] = prop(
-        "Baseline files not hashed now before the time budget ran out.", default=ABSENT
-    )
+    not_checked: Opt[int] = prop("Baseline files not hashed now: hashing stopped early.", default=ABSENT)
     unreadable: Opt[int] = prop(
         "Files of the baseline, read then or not, still there and not readable now (not called removed); "
         "directories that cannot be listed now, ending in a slash: what they hold cannot be seen.",
@@ -298,8 +296,8 @@ class WhatChanged:
     comparable: bool = prop("True when two snapshots were compared.")
     reason: Opt[str | None] = prop("Why nothing was compared, if so.")
     complete: bool = prop(
-        "False when either scan was partial, comparing them stopped early, or the integrity check stopped "
-        "before hashing the whole tree."
+        "False when a scan (lower_bound's too) was partial, comparing stopped early, or the integrity "
+        "check stopped before hashing all."
     )
     stopped_reason: Opt[Literal["time_budget", "scan_stopped", "snapshot_pruned"] | None] = prop(
         "Why comparing stopped early: its time budget ran out, the scan made now stopped early, or a prune "
@@ -574,10 +572,17 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
     if found.lower_bound is not None:
         count, disk, files, stopped = found.lower_bound
         since_raw = args["since"]
-        cut = f"; the walk stopped early ({stopped}): only what it reached" if stopped else ""
+        if stopped:  # a lower bound still, of only what the walk reached
+            complete = False
+            more = "; a larger timeout_s gives it more time" if more_time_helps(stopped) else ""
+            lines.insert(
+                0,
+                f"PARTIAL RESULT: the walk for files modified since stopped early ({stopped}): the lower bound "
+                f"below counts only the files it reached{more}.",
+            )
         lines.append(
             f"LOWER BOUND: files modified {window(since_raw)}: {count:,}, {human_bytes(disk)} on disk (growth from files "
-            f"that were only deleted or changed in place is not seen this way{cut})."
+            "that were only deleted or changed in place is not seen this way)."
         )
         listed = files[:top_n]
         for rel, size in listed:

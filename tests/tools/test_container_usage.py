@@ -1583,3 +1583,21 @@ def test_an_engine_command_that_fails_with_escapes_in_its_error_is_said_without_
     said = words(caught.value)
     assert "\x1b" not in said and "\x07" not in said
     assert "failed: Error response from daemon: \\033]0;pwned\\a\\033[2Jgone" in said
+
+
+def test_a_walk_stopped_out_of_descriptors_says_so_first_and_never_blames_the_time_budget() -> None:
+    """A data root walk that ran out of file descriptors said 'walk stopped at its time budget': the model
+    would give it more time, which stops at the same directory. The reason is the walk's own, said first."""
+    found = Survey("", "Docker 24.0.7", "/var/lib/docker", "overlay2", "json-file", 10 * MIB)
+    reason = "out of file descriptors, this process's limit of 32 open files reached; raise it with ulimit -n"
+    found.walked = DataRootWalk(20 * MIB, 20 * MIB, reason, (), {})
+    usage = answer(found, 10, 0.0, None)
+    text = render(usage)
+    assert text.split("\n")[0] == (
+        f"PARTIAL RESULT: the walk of the data root stopped early ({reason}); the engine's figures are whole, "
+        "what the walk found on disk is not."
+    ), text
+    assert "time budget" not in text, text
+    assert usage.reconciliation is not None and usage.reconciliation.stopped_reason == reason
+    found.walked = DataRootWalk(20 * MIB, 20 * MIB, None, (), {})
+    assert not render(answer(found, 10, 0.0, None)).startswith("PARTIAL")
