@@ -405,6 +405,10 @@ class ApplyRequest:
     allowed: Callable[[bytes], bool]
     log: Log = lambda item, entry, action, outcome: None
     between: Between = lambda path: None
+    #: Inodes (device, inode) an earlier reclaim of this plan gave or took a name, or renamed aside and
+    #: back: their ctime moved by sysmcp's own hand, so it is not what says they changed (a kept copy
+    #: that gained links; the rest of its identity, and its bytes, are still compared).
+    relinked: frozenset[tuple[int, int]] = frozenset()
 
 
 def apply_items(
@@ -425,7 +429,7 @@ def apply_items(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
             "(not named here); nothing removed"
         )
-    relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
+    relinked = set(request.relinked)  # inodes that lost or gained a name here or before: their ctime moved
     results: list[ItemResult] = []
     done, total = 0, sum(len(item.entries) for item, _action in chosen)
     for item, action in chosen:

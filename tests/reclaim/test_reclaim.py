@@ -21,7 +21,11 @@ from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import mapped_anywhere
 from sysmcp.reclaim import (
     ApplyRequest,
+    FileResult,
+    Item,
+    LogRecord,
     Plan,
+    PlannedFile,
     PlanRequest,
     apply_items,
     build_plan,
@@ -914,3 +918,37 @@ def test_the_scripts_dry_run_skips_a_duplicate_a_fifo_was_swapped_in_for_after_i
     assert f"skipped: {extra}: not compared with the kept copy in time".encode() in done.stdout
     assert b"would remove" not in done.stdout
     assert (tmp_path / "b-extra.real").read_bytes() == data
+
+
+def test_a_duplicate_put_back_by_a_cancellation_goes_in_the_next_call_of_the_plan(tmp_path: Path) -> None:
+    """Cancelled mid-comparison, the file went back under its name, its ctime moved by that rename: the
+    next call, told by the log of the first (``tools.reclaim._relinked``), takes it for the planned file."""
+    from sysmcp.tools.reclaim import _relinked
+
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:  # the comparison's first cancel(), with b aside
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            raise Cancelled
+
+    logged: list[LogRecord] = []
+
+    def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
+        path = os.fsdecode(entry.path)
+        done = "done" if outcome.done else "skipped"
+        logged.append(LogRecord(0.0, plan.id, item.id, path, action, done, outcome.reason, 0, 0))
+
+    with pytest.raises(Cancelled):
+        apply_items(ApplyRequest(plan, [item.id], lambda path: True, log=told), cancel=cancel)
+    assert [r.reason for r in logged] == ["cancelled"] and (tmp_path / "b").read_bytes() == data
+    (again,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True, relinked=_relinked(plan, logged)))
+    assert [o.reason for o in again.outcomes] == [None]
+    assert not (tmp_path / "b").exists() and (tmp_path / "a").read_bytes() == data

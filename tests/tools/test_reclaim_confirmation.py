@@ -293,3 +293,23 @@ def test_sysmcp_call_allow_reclaim_reclaim_help_describes_the_tool() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert b"usage: sysmcp call reclaim" in done.stdout and b"plan_id=<string>" in done.stdout
+
+
+async def test_a_link_item_longer_than_one_approval_links_the_rest_in_the_next_call(tmp_path: Path) -> None:
+    """Each link the first call made moved the kept copy's ctime (it gained a name): the next call on the
+    same plan and items is told so by the log of the first, and links the rest, rather than finding the
+    kept copy "changed" and leaving the item never to be finished."""
+    paths = copies(tmp_path, APPROVAL_FILES + 4)  # one kept, APPROVAL_FILES + 3 to link
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        arguments = {"plan_id": plan["plan_id"], "items": [item["link_id"]]}
+        yes = {"result": {"action": "accept", "content": {"confirm": True}}}
+        _question, reply = await ask_and_answer(wire, arguments, yes)
+        assert reply["result"]["structuredContent"]["items"][0]["files_done"] == APPROVAL_FILES, reply
+        _question, reply = await ask_and_answer(wire, arguments, yes)
+        result = reply["result"]["structuredContent"]
+        assert result["items"][0]["files_done"] == 3 and result["items"][0]["skipped"] == [], result
+        kept = os.lstat(item["kept_copy"])
+        assert kept.st_nlink == len(paths) and all(os.lstat(p).st_ino == kept.st_ino for p in paths)
