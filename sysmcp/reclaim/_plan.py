@@ -28,6 +28,7 @@ A container's log is not removed but emptied (``_empty``): reached the same way,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import hashlib
@@ -389,11 +390,25 @@ def outside_roots(chosen: Sequence[tuple[Item, str]], allowed: Callable[[bytes],
     """The files of the chosen items (``choose``; their kept copies included) that lie outside the roots."""
     outside: list[bytes] = []
     for item, _action in chosen:
-        if item.held:
-            continue  # a deleted-open file has no name; ``_truncate`` confines its former one
+        if item.held:  # no name now: the one it had, which the question names (``_truncate`` looks again)
+            outside += [name for name in held_names(item) if not allowed(name)]
+            continue
         keep = [item.keep] if item.keep is not None else []
         outside += [e.path for e in [*item.entries, *keep] if not allowed(e.path)]
     return outside
+
+
+def held_names(item: Item) -> list[bytes]:
+    """The names a deleted-open item's file had, as its holders were found (``file``, and its exact bytes
+    in base64 as ``file_bytes`` when they are not UTF-8)."""
+    names: list[bytes] = []
+    for holder in item.holders:
+        exact, shown = holder.get("file_bytes"), holder.get("file")
+        if isinstance(exact, str):
+            names.append(base64.b64decode(exact))
+        elif isinstance(shown, str):
+            names.append(os.fsencode(shown))
+    return names
 
 
 @dataclass(frozen=True, slots=True)
