@@ -700,7 +700,8 @@ def _freeing(path: bytes, fd: int, act: Callable[[], object]) -> FileResult:
 
 def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResult:
     """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
-    nameless (its ``nlink`` 0), or nothing is done. The size may have moved (it is being written)."""
+    nameless (its ``nlink`` 0), with its planned owner, or nothing is done. The size may have moved (it
+    is being written)."""
     path, planned = entry.path, entry.identity
     target = _target(path)
     if not target or not allowed(target):
@@ -717,6 +718,8 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 or not stat.S_ISREG(now.st_mode)
             ):
                 return FileResult(path, False, "changed")
+            if now.st_uid != planned.uid:  # the approval named its owner: another's is not the file it named
+                return FileResult(path, False, "owner")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
             # Last before the truncation: a process that maps the file from here on is killed (SIGBUS)

@@ -952,3 +952,31 @@ def test_a_duplicate_put_back_by_a_cancellation_goes_in_the_next_call_of_the_pla
     (again,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True, relinked=_relinked(plan, logged)))
     assert [o.reason for o in again.outcomes] == [None]
     assert not (tmp_path / "b").exists() and (tmp_path / "a").read_bytes() == data
+
+
+@needs_proc
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_deleted_open_file_given_to_another_user_since_the_plan_is_not_emptied(tmp_path: Path) -> None:
+    """The approval named the file with its owner: once it is another user's, it is not the file the
+    person said yes to, so it is left whole, as a container's log is."""
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "300000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        fd_path = item.entries[0].path
+        os.chown(fd_path, 65534, 65534)  # through the holder's descriptor: the same nameless inode
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "owner")]
+        assert os.stat(fd_path).st_size == 300_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
