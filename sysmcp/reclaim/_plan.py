@@ -361,6 +361,7 @@ class FileResult:
     #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
     #: (stopped while the file was aside: logged before the cancellation goes on), or the OS error. A file
     #: that could not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: "writable_by_others" (``:link``: others may write the copies, so they are not made one file).
     #: "immutable", "append_only": the file is marked so (chattr); "directory_immutable",
     #: "directory_append_only": the directory holding it is.
     reason: str | None = None
@@ -588,6 +589,8 @@ class Act:
                     owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
                     if not owned or attributes is None or attributes != extended_attributes(other):
                         return "attributes"
+                    if classes.written_by_others(st, attributes) is not None:  # a plan kept before this rule
+                        return "writable_by_others"
                 if not _same_bytes(fd, other, st.st_size, self.cancel):
                     return "differs"
                 # either written while compared (its size or mtime moved): the bytes compared are not its own

@@ -143,6 +143,8 @@ REASONS = {
     "keep_gone": "the kept copy is gone, so this may be the last copy",
     "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
     "owner": "its owner changed since the plan, so it is not touched",
+    "writable_by_others": "others may write it (its mode, its ACL or a group its owner shares), so it is not made "
+    "one file with the kept copy: they could then write every name's content through the kept copy's",
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
     "cancelled": "the call was cancelled while it was set aside, so it stays",
     "mounted": "something is mounted on it now, so it is left alone",

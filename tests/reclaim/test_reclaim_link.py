@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -337,3 +338,19 @@ def test_copies_an_acl_lets_another_user_write_are_not_linked(tmp_path: Path) ->
     plan = plan_for(tmp_path, [private, public])
     (item,) = plan.items
     assert item.no_link is not None and "its ACL names" in item.no_link, item.no_link
+
+
+def test_a_plan_kept_before_links_were_refused_for_copies_others_may_write_links_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """A plan kept by the previous version offers ``:link`` for 0666 copies: acting looks again on the
+    open files, and leaves each such copy as it was."""
+    private, public = copies(tmp_path, ("private/app.conf", "public/app.conf"))
+    (tmp_path / "private").chmod(0o700)
+    for path in (private, public):
+        path.chmod(0o666)
+    os.utime(public, ns=(1, 1))
+    plan = plan_for(tmp_path, [private, public])
+    older = replace(plan, items=tuple(replace(item, no_link=None) for item in plan.items))
+    assert outcomes(older) == {"app.conf": "writable_by_others"}
+    assert os.lstat(private).st_ino != os.lstat(public).st_ino and os.lstat(public).st_nlink == 1
