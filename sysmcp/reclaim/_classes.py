@@ -11,6 +11,7 @@ of the plan, read by the tool layer and the generated script alike.
 from __future__ import annotations
 
 import contextlib
+import grp
 import os
 import pwd
 import re
@@ -758,14 +759,44 @@ def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | 
     return looked[directory]
 
 
+def _own_group(uid: int, gid: int) -> bool:
+    """Whether ``gid`` is the owner's own group, which no one else is in: the owner's primary group,
+    named as the owner, with no members listed (a user private group, as most distributions make)."""
+    try:
+        account, group = pwd.getpwuid(uid), grp.getgrgid(gid)
+    except (KeyError, OverflowError):
+        return False
+    return account.pw_gid == gid and group.gr_name == account.pw_name and not group.gr_mem
+
+
+def written_by_others(st: os.stat_result, attributes: dict[str, bytes] | None) -> str | None:
+    """Who besides the owner may write the file (anyone; users or groups its ACL names, whose write the
+    group bits then show as the ACL's mask; its group, when that is not the owner's own), or None. Such copies are never made one file: each name's directory lets in whom it lets in, and a
+    hard link would let whoever reaches one name (the kept copy's, in a public directory) write what
+    the others name (a copy in a directory only its owner may enter)."""
+    if st.st_mode & stat.S_IWOTH:
+        return "anyone"
+    if st.st_mode & stat.S_IWGRP and attributes is not None and "system.posix_acl_access" in attributes:
+        return "the users and groups its ACL names"
+    if st.st_mode & stat.S_IWGRP and not _own_group(st.st_uid, st.st_gid):
+        return "its group"
+    return None
+
+
 def _why_no_link(keep: Copy, extras: Sequence[Copy]) -> str | None:
     """Why the extras cannot become names of the kept copy (None: they can). A hard link shares one
-    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's; and
+    owner, group, mode, ACL and set of extended attributes, so any difference would change a file's; a
+    file others may write is not made reachable by them through every name (``written_by_others``); and
     no name can be linked to a file marked immutable or append-only (the kernel refuses)."""
     kst = keep[1]
     if (marked := protection(None, keep[0], kst)) is not None:
         return f"the kept copy is marked {marked.replace('_', '-')} (chattr), so no name can be linked to it"
     attributes = extended_attributes(keep[0])
+    if (writers := written_by_others(kst, attributes)) is not None:
+        return (
+            f"the copies may be written by {writers} (mode {stat.S_IMODE(kst.st_mode):04o}): as one file, "
+            "whoever reaches the kept copy's name could write what every other name holds"
+        )
     for path, st in extras:
         if st.st_dev != kst.st_dev:
             return f"{escaped(path)} is on another filesystem than the kept copy"

@@ -28,6 +28,7 @@ A container's log is not removed but emptied (``_empty``): reached the same way,
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import hashlib
@@ -360,6 +361,7 @@ class FileResult:
     #: mode, ACLs or extended attributes differ), "linked", "other_filesystem", "unverified", "cancelled"
     #: (stopped while the file was aside: logged before the cancellation goes on), or the OS error. A file
     #: that could not be put back under its name says where it is: "changed; left as .sysmcp-aside-…".
+    #: "writable_by_others" (``:link``: others may write the copies, so they are not made one file).
     #: "immutable", "append_only": the file is marked so (chattr); "directory_immutable",
     #: "directory_append_only": the directory holding it is.
     reason: str | None = None
@@ -389,11 +391,25 @@ def outside_roots(chosen: Sequence[tuple[Item, str]], allowed: Callable[[bytes],
     """The files of the chosen items (``choose``; their kept copies included) that lie outside the roots."""
     outside: list[bytes] = []
     for item, _action in chosen:
-        if item.held:
-            continue  # a deleted-open file has no name; ``_truncate`` confines its former one
+        if item.held:  # no name now: the one it had, which the question names (``_truncate`` looks again)
+            outside += [name for name in held_names(item) if not allowed(name)]
+            continue
         keep = [item.keep] if item.keep is not None else []
         outside += [e.path for e in [*item.entries, *keep] if not allowed(e.path)]
     return outside
+
+
+def held_names(item: Item) -> list[bytes]:
+    """The names a deleted-open item's file had, as its holders were found (``file``, and its exact bytes
+    in base64 as ``file_bytes`` when they are not UTF-8)."""
+    names: list[bytes] = []
+    for holder in item.holders:
+        exact, shown = holder.get("file_bytes"), holder.get("file")
+        if isinstance(exact, str):
+            names.append(base64.b64decode(exact))
+        elif isinstance(shown, str):
+            names.append(os.fsencode(shown))
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +421,10 @@ class ApplyRequest:
     allowed: Callable[[bytes], bool]
     log: Log = lambda item, entry, action, outcome: None
     between: Between = lambda path: None
+    #: Inodes (device, inode) an earlier reclaim of this plan gave or took a name, or renamed aside and
+    #: back: their ctime moved by sysmcp's own hand, so it is not what says they changed (a kept copy
+    #: that gained links; the rest of its identity, and its bytes, are still compared).
+    relinked: frozenset[tuple[int, int]] = frozenset()
 
 
 def apply_items(
@@ -425,7 +445,7 @@ def apply_items(
             f"plan {plan.id} names {len(outside):,} file(s) outside the roots this server is confined to "
             "(not named here); nothing removed"
         )
-    relinked: set[tuple[int, int]] = set()  # inodes that lost or gained a name here: their ctime moved
+    relinked = set(request.relinked)  # inodes that lost or gained a name here or before: their ctime moved
     results: list[ItemResult] = []
     done, total = 0, sum(len(item.entries) for item, _action in chosen)
     for item, action in chosen:
@@ -569,6 +589,8 @@ class Act:
                     owned = (st.st_uid, st.st_gid, st.st_mode) == (kst.st_uid, kst.st_gid, kst.st_mode)
                     if not owned or attributes is None or attributes != extended_attributes(other):
                         return "attributes"
+                    if classes.written_by_others(st, attributes) is not None:  # a plan kept before this rule
+                        return "writable_by_others"
                 if not _same_bytes(fd, other, st.st_size, self.cancel):
                     return "differs"
                 # either written while compared (its size or mtime moved): the bytes compared are not its own
@@ -681,7 +703,8 @@ def _freeing(path: bytes, fd: int, act: Callable[[], object]) -> FileResult:
 
 def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResult:
     """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
-    nameless (its ``nlink`` 0), or nothing is done. The size may have moved (it is being written)."""
+    nameless (its ``nlink`` 0), with its planned owner, or nothing is done. The size may have moved (it
+    is being written)."""
     path, planned = entry.path, entry.identity
     target = _target(path)
     if not target or not allowed(target):
@@ -698,6 +721,8 @@ def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResul
                 or not stat.S_ISREG(now.st_mode)
             ):
                 return FileResult(path, False, "changed")
+            if now.st_uid != planned.uid:  # the approval named its owner: another's is not the file it named
+                return FileResult(path, False, "owner")
             if not link_confined(path, now.st_dev):  # held in another mount namespace: its path is not ours
                 return FileResult(path, False, "outside")
             # Last before the truncation: a process that maps the file from here on is killed (SIGBUS)

@@ -139,6 +139,8 @@ REASONS = {
     "keep_gone": "the kept copy is gone, so this may be the last copy",
     "attributes": "its owner, group, mode, ACLs or extended attributes differ from the kept copy's",
     "owner": "its owner changed since the plan, so it is not touched",
+    "writable_by_others": "others may write it (its mode, its ACL or a group its owner shares), so it is not made "
+    "one file with the kept copy: they could then write every name's content through the kept copy's",
     "not_regular": "not a regular file now (a FIFO, a device or a directory), so it is not opened",
     "cancelled": "the call was cancelled while it was set aside, so it stays",
     "mounted": "something is mounted on it now, so it is left alone",
@@ -242,6 +244,34 @@ def _earlier(plan_id: str) -> list[LogRecord]:
     with _ACTED_LOCK:
         here = set(ACTED.get(plan_id, ()))
     return sorted(set(kept) | here, key=lambda record: record.time)
+
+
+def _relinked(plan: Plan, earlier: list[LogRecord]) -> frozenset[tuple[int, int]]:
+    """The inodes (device, inode) an earlier reclaim of the plan moved the ctime of: a file it removed or
+    linked (its other names), the kept copy of an item it linked (each link a name more), a file it had
+    set aside when cancelled and put back. The next call must not take that for a change, or an item cut
+    by one approval (or a cancellation) could never be finished."""
+    by_name = {
+        (item.id, entry.path): (entry.identity.dev, entry.identity.ino)
+        for item in plan.items
+        for entry in item.entries
+    }
+    moved: set[tuple[int, int]] = set()
+    for record in earlier:
+        key = by_name.get((record.item, os.fsencode(record.path)))
+        if key is None:
+            continue
+        if record.outcome == "done" or record.reason == "cancelled":
+            moved.add(key)
+        item = plan.item(record.item)
+        if (
+            record.outcome == "done"
+            and record.action == "link"
+            and item is not None
+            and item.keep is not None
+        ):
+            moved.add((item.keep.identity.dev, item.keep.identity.ino))
+    return frozenset(moved)
 
 
 def _approved(plan: Plan, chosen: list[str], earlier: list[LogRecord]) -> tuple[Plan, dict[str, int]]:
@@ -475,6 +505,7 @@ def render(answer: ReclaimAnswer, notes: dict[str, list[str]] | None = None) -> 
 async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     plan, chosen = await _plan(args, ctx)
     earlier = await ctx.run_in_worker(lambda meter: _earlier(plan.id))
+    relinked = _relinked(plan, earlier)
     plan, waiting = _approved(plan, chosen, earlier)
     left = sum(waiting.values())
     question, total = _question(plan, chosen, waiting, earlier)
@@ -515,7 +546,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
             if stopped:  # last: once it is on stderr, the next call on the plan knows
                 log.warning("reclaim stopped", plan=plan.id, reason=stopped)
 
-    results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed))
+    results, actions = await ctx.run_engine(work, ApplyRequest(plan, chosen, allowed, relinked=relinked))
     answer = replace(report(plan, results, waiting), files_left=told.files_left, done_before=told.done_before)
     head, _, rest = render(answer, {done.item.id: _after(done.item) for done in results}).partition("\n")
     tail = [*_before(earlier, chosen), *([_left(left, acted=True)] if left else [])]

@@ -21,7 +21,11 @@ from sysmcp.engine.paths import escaped
 from sysmcp.engine.procs import mapped_anywhere
 from sysmcp.reclaim import (
     ApplyRequest,
+    FileResult,
+    Item,
+    LogRecord,
     Plan,
+    PlannedFile,
     PlanRequest,
     apply_items,
     build_plan,
@@ -914,3 +918,65 @@ def test_the_scripts_dry_run_skips_a_duplicate_a_fifo_was_swapped_in_for_after_i
     assert f"skipped: {extra}: not compared with the kept copy in time".encode() in done.stdout
     assert b"would remove" not in done.stdout
     assert (tmp_path / "b-extra.real").read_bytes() == data
+
+
+def test_a_duplicate_put_back_by_a_cancellation_goes_in_the_next_call_of_the_plan(tmp_path: Path) -> None:
+    """Cancelled mid-comparison, the file went back under its name, its ctime moved by that rename: the
+    next call, told by the log of the first (``tools.reclaim._relinked``), takes it for the planned file."""
+    from sysmcp.tools.reclaim import _relinked
+
+    data = os.urandom(30_000)
+    for name in ("a", "b"):
+        (tmp_path / name).write_bytes(data)
+    groups = [[os.fsencode(tmp_path / n) for n in ("a", "b")]]
+    plan = build_plan(PlanRequest(layout=layout(tmp_path / "none"), duplicates=groups))
+    (item,) = plan.items
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel() -> None:  # the comparison's first cancel(), with b aside
+        if any(n.startswith(".sysmcp-aside-") for n in os.listdir(tmp_path)):
+            raise Cancelled
+
+    logged: list[LogRecord] = []
+
+    def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
+        path = os.fsdecode(entry.path)
+        done = "done" if outcome.done else "skipped"
+        logged.append(LogRecord(0.0, plan.id, item.id, path, action, done, outcome.reason, 0, 0))
+
+    with pytest.raises(Cancelled):
+        apply_items(ApplyRequest(plan, [item.id], lambda path: True, log=told), cancel=cancel)
+    assert [r.reason for r in logged] == ["cancelled"] and (tmp_path / "b").read_bytes() == data
+    (again,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True, relinked=_relinked(plan, logged)))
+    assert [o.reason for o in again.outcomes] == [None]
+    assert not (tmp_path / "b").exists() and (tmp_path / "a").read_bytes() == data
+
+
+@needs_proc
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_deleted_open_file_given_to_another_user_since_the_plan_is_not_emptied(tmp_path: Path) -> None:
+    """The approval named the file with its owner: once it is another user's, it is not the file the
+    person said yes to, so it is left whole, as a container's log is."""
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "300000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        fd_path = item.entries[0].path
+        os.chown(fd_path, 65534, 65534)  # through the holder's descriptor: the same nameless inode
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "owner")]
+        assert os.stat(fd_path).st_size == 300_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)

@@ -6,9 +6,12 @@ import errno
 import json
 import os
 import shutil
+import stat
+import struct
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -284,3 +287,70 @@ def test_a_kept_copy_with_all_the_names_its_filesystem_allows_leaves_the_extra_i
     is the system's own, not "a symbolic link is there now" (EMLINK is what FreeBSD's O_NOFOLLOW says)."""
     found = in_private_namespace(["-c", EMLINK_SCENARIO], "sysmcp-reclaim-emlink-")
     assert found == {"nlink": 65_000, "reasons": [os.strerror(errno.EMLINK)], "b": True, "left": []}
+
+
+@pytest.mark.parametrize(("mode", "gid"), [(0o666, 0), (0o664, 100)])
+def test_copies_others_may_write_are_not_linked_since_one_name_would_write_every_one(
+    tmp_path: Path, mode: int, gid: int
+) -> None:
+    """A copy in a directory only its owner may enter, writable by others (or by a group the owner
+    shares: ``users``) like a copy in a public one: as a hard link to the public copy, anyone who reaches
+    that name would write the private one too. Removing the extra is still offered."""
+    private, public = copies(tmp_path, ("private/app.conf", "public/app.conf"))
+    (tmp_path / "private").chmod(0o700)
+    for path in (private, public):
+        os.chown(path, os.geteuid(), gid)
+        path.chmod(mode)
+    os.utime(public, ns=(1, 1))  # the oldest: the kept copy
+    plan = plan_for(tmp_path, [private, public])
+    (item,) = plan.items
+    assert item.keep is not None and item.keep.path == os.fsencode(public)
+    assert item.no_link is not None and "may be written by" in item.no_link, item.no_link
+    with pytest.raises(Refused, match="hard links"):
+        choose(plan, [item.id + LINK])
+    assert choose(plan, [item.id]) == [(item, "delete")]
+
+
+def test_copies_only_their_owner_and_their_own_group_may_write_can_be_linked(tmp_path: Path) -> None:
+    """0664 with the owner's own group (a user private group, as most distributions give): linking opens
+    the file to no one new."""
+    keep, extra = copies(tmp_path, ("keep", "b"))
+    for path in (keep, extra):
+        path.chmod(0o664)
+    plan = plan_for(tmp_path, [keep, extra])
+    (item,) = plan.items
+    assert item.no_link is None and item.linkable
+
+
+def test_copies_an_acl_lets_another_user_write_are_not_linked(tmp_path: Path) -> None:
+    """0664 with the owner's own group, but an ACL entry gives another user (nobody) write: the group bits
+    are then the ACL's mask, and that user could write the private copy through the kept copy's name."""
+    private, public = copies(tmp_path, ("private/app.conf", "public/app.conf"))
+    (tmp_path / "private").chmod(0o700)
+    # system.posix_acl_access: version 2, then (tag, permissions, id): user::rw-, user:nobody:rw-,
+    # group::r--, mask::rw-, other::r--
+    entries = [(0x01, 6, 0xFFFFFFFF), (0x02, 6, 65534), (0x04, 4, 0xFFFFFFFF), (0x10, 6, 0xFFFFFFFF)]
+    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in [*entries, (0x20, 4, 0xFFFFFFFF)])
+    for path in (private, public):
+        os.setxattr(path, "system.posix_acl_access", acl)
+    os.utime(public, ns=(1, 1))
+    assert stat.S_IMODE(os.stat(public).st_mode) == 0o664
+    plan = plan_for(tmp_path, [private, public])
+    (item,) = plan.items
+    assert item.no_link is not None and "its ACL names" in item.no_link, item.no_link
+
+
+def test_a_plan_kept_before_links_were_refused_for_copies_others_may_write_links_none_of_them(
+    tmp_path: Path,
+) -> None:
+    """A plan kept by the previous version offers ``:link`` for 0666 copies: acting looks again on the
+    open files, and leaves each such copy as it was."""
+    private, public = copies(tmp_path, ("private/app.conf", "public/app.conf"))
+    (tmp_path / "private").chmod(0o700)
+    for path in (private, public):
+        path.chmod(0o666)
+    os.utime(public, ns=(1, 1))
+    plan = plan_for(tmp_path, [private, public])
+    older = replace(plan, items=tuple(replace(item, no_link=None) for item in plan.items))
+    assert outcomes(older) == {"app.conf": "writable_by_others"}
+    assert os.lstat(private).st_ino != os.lstat(public).st_ino and os.lstat(public).st_nlink == 1

@@ -41,7 +41,7 @@ def between(path):
             anyio.from_thread.check_cancelled()
             threading.Event().wait(0.01)
 
-tool.ApplyRequest = lambda plan, ids, allowed: ApplyRequest(plan, ids, allowed, between=between)
+tool.ApplyRequest = lambda plan, ids, allowed, **more: ApplyRequest(plan, ids, allowed, between=between, **more)
 sys.argv[0] = "sysmcp"
 runpy.run_module("sysmcp", run_name="__main__")
 """

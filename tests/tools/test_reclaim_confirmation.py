@@ -293,3 +293,57 @@ def test_sysmcp_call_allow_reclaim_reclaim_help_describes_the_tool() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert b"usage: sysmcp call reclaim" in done.stdout and b"plan_id=<string>" in done.stdout
+
+
+async def test_a_link_item_longer_than_one_approval_links_the_rest_in_the_next_call(tmp_path: Path) -> None:
+    """Each link the first call made moved the kept copy's ctime (it gained a name): the next call on the
+    same plan and items is told so by the log of the first, and links the rest, rather than finding the
+    kept copy "changed" and leaving the item never to be finished."""
+    paths = copies(tmp_path, APPROVAL_FILES + 4)  # one kept, APPROVAL_FILES + 3 to link
+    async with spawn("--allow-reclaim", "--root", str(tmp_path)) as wire:
+        await wire.initialize(capabilities={"elicitation": {}})
+        plan = await plan_of(wire, tmp_path)
+        (item,) = plan["items"]
+        arguments = {"plan_id": plan["plan_id"], "items": [item["link_id"]]}
+        yes = {"result": {"action": "accept", "content": {"confirm": True}}}
+        _question, reply = await ask_and_answer(wire, arguments, yes)
+        assert reply["result"]["structuredContent"]["items"][0]["files_done"] == APPROVAL_FILES, reply
+        _question, reply = await ask_and_answer(wire, arguments, yes)
+        result = reply["result"]["structuredContent"]
+        assert result["items"][0]["files_done"] == 3 and result["items"][0]["skipped"] == [], result
+        kept = os.lstat(item["kept_copy"])
+        assert kept.st_nlink == len(paths) and all(os.lstat(p).st_ino == kept.st_ino for p in paths)
+
+
+@needs_proc
+async def test_a_kept_plan_naming_a_deleted_file_outside_the_roots_is_refused_before_it_is_named(
+    tmp_path: Path,
+) -> None:
+    """A plan an unconfined server kept holds a deleted-open file whose name lies outside the roots of
+    the server asked to act on it: refused whole, as a named file would be, and that name is never shown
+    (the question would otherwise name it, with its holder)."""
+    state, inside, outside = tmp_path / "state", tmp_path / "inside", tmp_path / "outside"
+    inside.mkdir()
+    outside.mkdir()
+    name = outside / "secret-project.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "300000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        async with spawn("--state-dir", str(state)) as wire:
+            await wire.initialize()
+            reply = await wire.call("reclaim_plan", {"path": str(outside), "classes": ["deleted_open"]})
+            plan = reply["result"]["structuredContent"]
+            (item,) = plan["items"]
+        async with spawn("--state-dir", str(state), "--allow-reclaim", "--root", str(inside)) as wire:
+            await wire.initialize()
+            refused = await wire.call("reclaim", {"plan_id": plan["plan_id"], "items": [item["id"]]})
+            text = result_text(refused)
+            assert refused["result"]["isError"] and "outside the roots" in text, text
+            assert "secret-project" not in text and "nothing removed" in text, text
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
