@@ -169,11 +169,11 @@ class Runs(SortedRuns):
         self,
         spill: IO[bytes],
         run_bytes: int = RUN_BYTES,
-        max_nodes: int = MAX_NODES_KEPT,
+        max_nodes: int | None = None,
         tally: NodeTally | None = None,
     ) -> None:
         super().__init__(spill, run_bytes)
-        self.max_nodes = max_nodes
+        self.max_nodes = MAX_NODES_KEPT if max_nodes is None else max_nodes
         self.tally = tally  # what every process keeps (None: this one alone)
         self.files = 0
         self.total_bytes = 0
@@ -460,7 +460,7 @@ def merge(
     keep_limit: int,
     first_lines: int,
     cancel: Callable[[], None],
-    max_nodes: int = MAX_NODES_KEPT,
+    max_nodes: int | None = None,
 ) -> TreeHash:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeHash()
@@ -480,6 +480,7 @@ def merge(
     nodes: list[Node] = [_node_of(node) for _, part in parts for node in part["nodes"]]
     nodes.sort()
     out.nodes_gathered = len(nodes)
+    max_nodes = MAX_NODES_KEPT if max_nodes is None else max_nodes
     out.nodes_unrecorded += max(0, len(nodes) - max_nodes)
     out.nodes = nodes[:max_nodes]
     whole = bytearray() if out.manifest_bytes <= keep_limit else None
@@ -515,7 +516,7 @@ class TreeRequest:
     run_bytes: int = RUN_BYTES  # records a process buffers before it sorts and writes them as one run
     trusted: frozenset[str] = ENTRY_INODES_TRUSTED  # filesystems whose entries carry stat's inodes
     nodes: bool = False  # record the directories, symbolic links and special files (``TreeHash.nodes``)
-    max_nodes: int = MAX_NODES_KEPT  # of those, kept at most (the rest counted)
+    max_nodes: int | None = None  # of those, kept at most (the rest counted); None: MAX_NODES_KEPT
 
 
 def hash_tree_parallel(
