@@ -27,11 +27,12 @@ import heapq
 import mmap
 import os
 import stat
+import struct
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress
@@ -86,6 +87,61 @@ MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
 MAX_NODES_KEPT = 250_000
 
 
+#: A kept node's record after its name and a NUL: ``S_IFMT`` type, permission bits, uid, gid, device
+#: number, and whether it has a device number (1) and a target (2); the target's bytes follow.
+_NODE_HEADER = struct.Struct("<HHIIQB")
+
+
+def pack_node(node: Node) -> bytes:
+    """One node as one ``bytes`` (name, NUL, header, target): about 110 bytes held for a link where
+    the walk's tuple of seven objects costs twice that and more, and ``marshal`` copies it whole. The
+    records sort by name (no name holds a NUL)."""
+    name, kind, mode, uid, gid, rdev, target = node
+    flags = (rdev is not None) | (target is not None) << 1
+    header = _NODE_HEADER.pack(kind, mode, uid, gid, rdev or 0, flags)
+    return b"%s\0%s%s" % (name, header, target or b"")
+
+
+def unpack_node(record: bytes) -> Node:
+    """The node a ``pack_node`` record holds."""
+    at = record.index(b"\0")
+    kind, mode, uid, gid, rdev, flags = _NODE_HEADER.unpack_from(record, at + 1)
+    target = record[at + 1 + _NODE_HEADER.size :] if flags & 2 else None
+    return (record[:at], kind, mode, uid, gid, rdev if flags & 1 else None, target)
+
+
+class PackedNodes(Sequence[Node]):
+    """Kept nodes as ``pack_node`` records, each unpacked when read: a baseline reads them once."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: list[bytes]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> Node: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Node]: ...
+    def __getitem__(self, index: int | slice) -> Node | list[Node]:
+        if isinstance(index, slice):
+            return [unpack_node(record) for record in self._records[index]]
+        return unpack_node(self._records[index])
+
+    def __iter__(self) -> Iterator[Node]:
+        return map(unpack_node, self._records)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PackedNodes) and self._records == other._records
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedNodes({len(self._records)} nodes)"
+
+
 class NodeTally:
     """How many nodes each process keeps, in memory its forked children share (a slot each), so that
     all of them together keep about ``TreeRequest.max_nodes``, not that many each.
@@ -135,7 +191,7 @@ class TreeHash:
     #: With ``TreeRequest.nodes``: the directories, symbolic links and special files below the root, by
     #: name, up to MAX_NODES_KEPT (which ones, past it, depends on the order the processes listed them);
     #: None when not asked for
-    nodes: list[Node] | None = None
+    nodes: Sequence[Node] | None = None
     nodes_unrecorded: int = 0  # further ones, counted only
     nodes_gathered: int = 0  # the ones every process kept together, before the merge cut them to the bound
 
@@ -182,7 +238,7 @@ class Runs(SortedRuns):
         self.unreadable: list[tuple[bytes, str]] = []
         self.unreadable_count = 0
         self.not_hashed = 0
-        self.nodes: list[Node] = []
+        self.nodes: list[bytes] = []  # pack_node records
         self.nodes_unrecorded = 0
         self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
 
@@ -245,7 +301,7 @@ class Runs(SortedRuns):
         tally = self.tally
         room = self.max_nodes - (len(self.nodes) if tally is None else tally.kept())
         kept = nodes if room >= len(nodes) else nodes[: max(room, 0)]
-        self.nodes += kept
+        self.nodes += map(pack_node, kept)
         self.nodes_unrecorded += len(nodes) - len(kept)
         if tally is not None and kept:
             tally.add(len(kept))
@@ -431,12 +487,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 )
 
 
-def _node_of(sent: Any) -> Node:
-    """A node as a process sent it back (``marshal`` gives lists and tuples alike): a tuple."""
-    name, kind, mode, uid, gid, rdev, target = sent
-    return (bytes(name), kind, mode, uid, gid, rdev, None if target is None else bytes(target))
-
-
 def _is_utf8(name: str) -> bool:
     """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
     try:
@@ -477,12 +527,13 @@ def merge(
         unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
     unreadable.sort()
     out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
-    nodes: list[Node] = [_node_of(node) for _, part in parts for node in part["nodes"]]
+    nodes: list[bytes] = [record for _, part in parts for record in part["nodes"]]
     nodes.sort()
     out.nodes_gathered = len(nodes)
     max_nodes = MAX_NODES_KEPT if max_nodes is None else max_nodes
     out.nodes_unrecorded += max(0, len(nodes) - max_nodes)
-    out.nodes = nodes[:max_nodes]
+    del nodes[max_nodes:]
+    out.nodes = PackedNodes(nodes)
     whole = bytearray() if out.manifest_bytes <= keep_limit else None
     first = out.first
     for count, record in enumerate(heapq.merge(*streams)):
