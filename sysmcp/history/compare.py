@@ -21,7 +21,7 @@ from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
-from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions, out_of_descriptors
+from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions, mount_points_below, out_of_descriptors
 from sysmcp.history import state
 from sysmcp.history.diff import (
     BaselineDiff,
@@ -345,6 +345,7 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     now = baseline_of(baseline.series, root, manifest, baseline.algorithm, stopped, 0.0, unreadable)
     visible = asked.visible
     result = diff_baselines(_visible_files(baseline, visible), _visible_files(now, visible))
+    _mounted_over(result, root, options_of(baseline.series))
     # Not hashed now is not removed: only a file that is gone is. One still there was not reached in time,
     # or could not be read (a root-squashed export, a mode changed since).
     # A directory, link or special file is still there when one of its type is.
@@ -366,6 +367,39 @@ def _integrity(found: Findings, store: Store, asked: Comparison, budget_s: float
     else:
         result.unreadable = sorted([*result.unreadable, *there])
     found.integrity = result
+
+
+def _mounted_over(result: BaselineDiff, root: bytes, options: WalkOptions) -> None:
+    """Move the names the tree hashed now did not reach because another filesystem is mounted at or
+    above them now (a mount point the walk does not cross) from removed and unreadable to
+    ``mounted_over``: they were not looked at. Done before anything below is looked at again, as the
+    walk does: the root of a hung network mount would stall an ``lstat``."""
+    if not (result.removed or result.unreadable):
+        return
+    points = {
+        os.fsencode(os.path.join(parent, name))
+        for parent, names in mount_points_below(root, options).items()
+        for name in names
+    }
+    if not points:
+        return
+
+    def over(path: bytes) -> bool:
+        path = path.rstrip(b"/")
+        at = len(path)
+        while at != -1:
+            if path[:at] in points:
+                return True
+            at = path.rfind(b"/", 0, at)
+        return False
+
+    mounted = [p for p in (*result.removed, *result.unreadable) if over(p)]
+    if not mounted:
+        return
+    result.removed = [p for p in result.removed if not over(p)]
+    result.unreadable = [p for p in result.unreadable if not over(p)]
+    result.mounted_over = sorted(mounted)
+    result.mount_points = {p for p in mounted if p.rstrip(b"/") in points}
 
 
 def _there_now(parents: Parents, root: bytes, relative: bytes, expected: int = stat.S_IFREG) -> int | None:

@@ -393,6 +393,10 @@ class BaselineDiff:
     #: look whether one of that type is still there (not reached in time, or below a directory made
     #: unreadable), as it looks for a regular file.
     removed_kind: dict[bytes, int] = field(default_factory=dict)
+    #: Names of the baseline at or below a directory another filesystem is mounted on now, which the
+    #: walk did not cross (``one_file_system``): not looked at, so neither removed nor unreadable.
+    mounted_over: list[bytes] = field(default_factory=list)
+    mount_points: set[bytes] = field(default_factory=set)  # of those, the mount points themselves
 
 
 #: What a baseline records of a name: a regular file's digest and metadata, or a node's.

@@ -262,6 +262,12 @@ class Integrity(Open):
         "(not called added). Left out when none.",
         default=ABSENT,
     )
+    mounted_over: Opt[int] = prop(
+        "Files, directories, symbolic links and special files of the baseline at or below a directory "
+        "another filesystem is mounted on now, which the walk does not cross (one_file_system): not "
+        "looked at, so not called removed or unreadable. Left out when none.",
+        default=ABSENT,
+    )
     unrecorded_at_baseline: Opt[int] = prop(
         "Files and directories the baseline could not read past the number it records: any of them read "
         "now is called added. Left out when none.",
@@ -275,7 +281,7 @@ class Integrity(Open):
     baseline_taken: Opt[str | None] = prop("When the baseline was taken (ISO 8601, UTC).", default=ABSENT)
     examples: Opt[dict[str, list[str]]] = prop(
         "Some of the files of each kind, by its key (added, removed, content_changed, metadata_changed, "
-        "unreadable, unreadable_at_baseline, not_comparable).",
+        "unreadable, unreadable_at_baseline, not_comparable, mounted_over).",
         default=ABSENT,
     )
 
@@ -764,11 +770,21 @@ def _integrity_kinds(integrity: BaselineDiff) -> dict[str, list[bytes]]:
         kinds["unreadable_at_baseline"] = integrity.unread_then
     if integrity.not_comparable:
         kinds["not_comparable"] = integrity.not_comparable
+    if integrity.mounted_over:  # another filesystem mounted there since, not crossed: not looked at
+        kinds["mounted_over"] = integrity.mounted_over
     return kinds
 
 
 def _finding_detail(integrity: BaselineDiff, kind: str, path: bytes) -> str:
     """What the answer says of one finding beside its name (empty when nothing more is known)."""
+    if kind == "mounted_over":
+        mounted = (
+            "another filesystem is mounted on it now, not crossed"
+            if path in integrity.mount_points
+            else "another filesystem is mounted over its directory now"
+        )
+        then = integrity.nodes.get(path, (None, None))[0]
+        return mounted if then is None else f"was {_entry_words(then)}; {mounted}"
     if path in integrity.nodes:  # a directory, symbolic link or special file, then or now
         return _node_detail(kind, *integrity.nodes[path])
     pair = integrity.files.get(path)
@@ -938,6 +954,7 @@ def _integrity_lines(
         )
         or ABSENT,
         not_comparable=len(integrity.not_comparable) or ABSENT,
+        mounted_over=len(integrity.mounted_over) or ABSENT,
         unrecorded_at_baseline=integrity.unrecorded or ABSENT,
         unreadable_now_unnamed=integrity.unrecorded_now or ABSENT,
         baseline_taken=iso_utc(found.integrity_taken) if found.integrity_taken is not None else None,
@@ -946,7 +963,7 @@ def _integrity_lines(
 
 
 #: How the text names a kind of integrity finding where its JSON key does not read as words.
-_KIND_WORDS = {"unreadable_at_baseline": "unreadable at the baseline"}
+_KIND_WORDS = {"unreadable_at_baseline": "unreadable at the baseline", "mounted_over": "not looked at"}
 #: What the text adds of a file or directory (its name ends in a slash) not read now that the baseline
 #: never recorded as unreadable, by the kind it was put in.
 _UNREAD_NOW = {

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import errno
 import heapq
+import mmap
 import os
 import stat
+import struct
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, overload
 
 from sysmcp import platform
 from sysmcp.engine.calls import Cancel, Progress
@@ -80,9 +82,89 @@ READ_BYTES = 64 << 10  # read-ahead per run while merging, at most
 MERGE_BYTES = 1 << 20  # read-ahead of all runs together (a million files: about 100 runs, 10 KiB each)
 MIN_READ_BYTES = 4 << 10
 MAX_UNREADABLE_KEPT = 1000  # per process; the rest are counted
-#: Directories, symbolic links and special files a tree's hash records for an integrity baseline (per
-#: process, and in all); the rest are counted. About 150 bytes each in memory, and a row each in the store.
+#: Directories, symbolic links and special files a tree's hash records for an integrity baseline, all
+#: processes together (``NodeTally``); the rest are counted. A row each in the store.
 MAX_NODES_KEPT = 250_000
+
+
+#: A kept node's record after its name and a NUL: ``S_IFMT`` type, permission bits, uid, gid, device
+#: number, and whether it has a device number (1) and a target (2); the target's bytes follow.
+_NODE_HEADER = struct.Struct("<HHIIQB")
+
+
+def pack_node(node: Node) -> bytes:
+    """One node as one ``bytes`` (name, NUL, header, target): about 110 bytes held for a link where
+    the walk's tuple of seven objects costs twice that and more, and ``marshal`` copies it whole. The
+    records sort by name (no name holds a NUL)."""
+    name, kind, mode, uid, gid, rdev, target = node
+    flags = (rdev is not None) | (target is not None) << 1
+    header = _NODE_HEADER.pack(kind, mode, uid, gid, rdev or 0, flags)
+    return b"%s\0%s%s" % (name, header, target or b"")
+
+
+def unpack_node(record: bytes) -> Node:
+    """The node a ``pack_node`` record holds."""
+    at = record.index(b"\0")
+    kind, mode, uid, gid, rdev, flags = _NODE_HEADER.unpack_from(record, at + 1)
+    target = record[at + 1 + _NODE_HEADER.size :] if flags & 2 else None
+    return (record[:at], kind, mode, uid, gid, rdev if flags & 1 else None, target)
+
+
+class PackedNodes(Sequence[Node]):
+    """Kept nodes as ``pack_node`` records, each unpacked when read: a baseline reads them once."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: list[bytes]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> Node: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Node]: ...
+    def __getitem__(self, index: int | slice) -> Node | list[Node]:
+        if isinstance(index, slice):
+            return [unpack_node(record) for record in self._records[index]]
+        return unpack_node(self._records[index])
+
+    def __iter__(self) -> Iterator[Node]:
+        return map(unpack_node, self._records)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PackedNodes) and self._records == other._records
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PackedNodes({len(self._records)} nodes)"
+
+
+class NodeTally:
+    """How many nodes each process keeps, in memory its forked children share (a slot each), so that
+    all of them together keep about ``TreeRequest.max_nodes``, not that many each.
+
+    Why not exact: a process reads the sum, then keeps a listing's nodes; others may do the same at
+    that moment, so all together keep at most one listing's nodes per other process past the bound
+    (the merge cuts them to it). A lock per listing would cost more than that overshoot.
+    """
+
+    def __init__(self, processes: int) -> None:
+        self._map = mmap.mmap(-1, 8 * max(1, processes))
+        self._slots = memoryview(self._map).cast("q")
+        self.slot = 0  # this process's slot: 0 in the parent, the child's progress slot in each child
+
+    def kept(self) -> int:
+        return sum(self._slots)
+
+    def add(self, count: int) -> None:
+        self._slots[self.slot] += count
+
+    def close(self) -> None:
+        self._slots.release()
+        self._map.close()
 
 
 @dataclass
@@ -109,8 +191,9 @@ class TreeHash:
     #: With ``TreeRequest.nodes``: the directories, symbolic links and special files below the root, by
     #: name, up to MAX_NODES_KEPT (which ones, past it, depends on the order the processes listed them);
     #: None when not asked for
-    nodes: list[Node] | None = None
+    nodes: Sequence[Node] | None = None
     nodes_unrecorded: int = 0  # further ones, counted only
+    nodes_gathered: int = 0  # the ones every process kept together, before the merge cut them to the bound
 
     @property
     def unread_total(self) -> int:
@@ -140,8 +223,16 @@ _COUNTS = (
 class Runs(SortedRuns):
     """One process's sorted runs in its own unlinked temporary file, and the counts behind them."""
 
-    def __init__(self, spill: IO[bytes], run_bytes: int = RUN_BYTES) -> None:
+    def __init__(
+        self,
+        spill: IO[bytes],
+        run_bytes: int = RUN_BYTES,
+        max_nodes: int | None = None,
+        tally: NodeTally | None = None,
+    ) -> None:
         super().__init__(spill, run_bytes)
+        self.max_nodes = MAX_NODES_KEPT if max_nodes is None else max_nodes
+        self.tally = tally  # what every process keeps (None: this one alone)
         self.files = 0
         self.total_bytes = 0
         self.manifest_bytes = 0
@@ -149,7 +240,7 @@ class Runs(SortedRuns):
         self.unreadable: list[tuple[bytes, str]] = []
         self.unreadable_count = 0
         self.not_hashed = 0
-        self.nodes: list[Node] = []
+        self.nodes: list[bytes] = []  # pack_node records
         self.nodes_unrecorded = 0
         self.in_flight = 0  # bytes read so far of the (large) file being hashed: progress
 
@@ -207,10 +298,15 @@ class Runs(SortedRuns):
         self.appended(size)
 
     def add_nodes(self, nodes: list[Node]) -> None:
-        """A listing's directories, links and special files, up to MAX_NODES_KEPT; the rest counted."""
-        room = MAX_NODES_KEPT - len(self.nodes)
-        self.nodes += nodes[:room] if room < len(nodes) else nodes
-        self.nodes_unrecorded += max(0, len(nodes) - max(room, 0))
+        """A listing's directories, links and special files, while all processes together keep fewer
+        than ``max_nodes``; the rest counted."""
+        tally = self.tally
+        room = self.max_nodes - (len(self.nodes) if tally is None else tally.kept())
+        kept = nodes if room >= len(nodes) else nodes[: max(room, 0)]
+        self.nodes += map(pack_node, kept)
+        self.nodes_unrecorded += len(nodes) - len(kept)
+        if tally is not None and kept:
+            tally.add(len(kept))
 
     def fail(self, name: bytes, error: str) -> None:
         self.unreadable_count += 1
@@ -393,12 +489,6 @@ ENTRY_INODES_TRUSTED = frozenset(
 )
 
 
-def _node_of(sent: Any) -> Node:
-    """A node as a process sent it back (``marshal`` gives lists and tuples alike): a tuple."""
-    name, kind, mode, uid, gid, rdev, target = sent
-    return (bytes(name), kind, mode, uid, gid, rdev, None if target is None else bytes(target))
-
-
 def _is_utf8(name: str) -> bool:
     """Whether a name from the walk (undecodable bytes as surrogate escapes) is valid UTF-8."""
     try:
@@ -422,6 +512,7 @@ def merge(
     keep_limit: int,
     first_lines: int,
     cancel: Callable[[], None],
+    max_nodes: int | None = None,
 ) -> TreeHash:
     """Merge every process's sorted runs into one manifest, sorted by name, in bounded memory."""
     out = TreeHash()
@@ -438,10 +529,13 @@ def merge(
         unreadable += [(bytes(name), str(error)) for name, error in part["unreadable"]]
     unreadable.sort()
     out.unreadable = unreadable[:MAX_UNREADABLE_KEPT]
-    nodes: list[Node] = [_node_of(node) for _, part in parts for node in part["nodes"]]
+    nodes: list[bytes] = [record for _, part in parts for record in part["nodes"]]
     nodes.sort()
-    out.nodes_unrecorded += max(0, len(nodes) - MAX_NODES_KEPT)
-    out.nodes = nodes[:MAX_NODES_KEPT]
+    out.nodes_gathered = len(nodes)
+    max_nodes = MAX_NODES_KEPT if max_nodes is None else max_nodes
+    out.nodes_unrecorded += max(0, len(nodes) - max_nodes)
+    del nodes[max_nodes:]
+    out.nodes = PackedNodes(nodes)
     whole = bytearray() if out.manifest_bytes <= keep_limit else None
     first = out.first
     for count, record in enumerate(heapq.merge(*streams)):
@@ -475,6 +569,7 @@ class TreeRequest:
     run_bytes: int = RUN_BYTES  # records a process buffers before it sorts and writes them as one run
     trusted: frozenset[str] = ENTRY_INODES_TRUSTED  # filesystems whose entries carry stat's inodes
     nodes: bool = False  # record the directories, symbolic links and special files (``TreeHash.nodes``)
+    max_nodes: int | None = None  # of those, kept at most (the rest counted); None: MAX_NODES_KEPT
 
 
 def hash_tree_parallel(
@@ -488,7 +583,8 @@ def hash_tree_parallel(
     count = available_processes() if sharing.processes is None else sharing.processes
     sharing = replace(sharing, processes=count)  # asked now: one spill file per process
     spills = [tempfile.TemporaryFile(prefix="sysmcp-manifest-") for _ in range(max(1, count))]  # noqa: SIM115
-    mine = Runs(spills[0], request.run_bytes)
+    tally = NodeTally(count)
+    mine = Runs(spills[0], request.run_bytes, request.max_nodes, tally)
     parallel: ParallelWalk | None = None
 
     def progress_and_cancel() -> None:
@@ -505,8 +601,9 @@ def hash_tree_parallel(
         def work(claim: Callable[[], int | None], progress: SharedCounters, in_child: bool) -> dict[str, Any]:
             assert parallel is not None
             if in_child:
+                tally.slot = progress.slot
                 runs, counter = (
-                    Runs(spills[progress.slot], request.run_bytes),
+                    Runs(spills[progress.slot], request.run_bytes, request.max_nodes, tally),
                     SkipCounter(MAX_UNREADABLE_KEPT),
                 )
                 check = budget.sharing(lambda: progress.set(*runs.progress()))
@@ -531,7 +628,7 @@ def hash_tree_parallel(
                 )
             parts = [(spills[0], mine.summary())]  # once this process's share of the walk is done
             parts += [(spills[slot], part) for slot, part in enumerate(walked) if slot and part is not None]
-            result = merge(parts, request.keep_limit, request.first_lines, cancel)
+            result = merge(parts, request.keep_limit, request.first_lines, cancel, request.max_nodes)
         result.stopped = stopped
         result.walk_complete = stopped is None
         if not request.nodes:
@@ -539,6 +636,7 @@ def hash_tree_parallel(
         result.processes = len(parts)
         return result
     finally:
+        tally.close()
         for spill in spills:
             spill.close()
 

@@ -12,7 +12,7 @@ from sysmcp.engine.walk._budget import (
     out_of_descriptors,
     throttled,
 )
-from sysmcp.engine.walk._mountpoints import MountPoint, mount_table
+from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, mount_table
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import Totals, walk_totals
 from sysmcp.engine.walk._types import (
@@ -45,6 +45,7 @@ __all__ = [
     "WalkOptions",
     "join",
     "more_time_helps",
+    "mount_points_below",
     "mount_table",
     "out_of_descriptors",
     "read_run",

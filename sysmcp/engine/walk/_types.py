@@ -125,8 +125,8 @@ class Listing:
 
 #: What a walk records of an entry that is not a regular file, for an integrity baseline: its name
 #: relative to the root (bytes), ``S_IFMT`` type, permission bits, uid, gid, device number (a device
-#: node's; else None) and target (a symbolic link's exact bytes; else None). A plain tuple: a forked
-#: walker sends its nodes back with ``marshal``.
+#: node's; else None) and target (a symbolic link's exact bytes; else None). A plain tuple, made per
+#: listing; what a hash keeps of it is one packed record (``hashing._treehash.pack_node``).
 Node = tuple[bytes, int, int, int, int, int | None, bytes | None]
 
 

@@ -18,7 +18,7 @@ from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, format_line
 from sysmcp.engine.hashing import _treehash as treehash
 from sysmcp.engine.hashing._treehash import hash_tree_parallel
 from sysmcp.engine.parallel import Sharing
-from sysmcp.engine.walk import Listing, SkipCounter, WalkOptions, mount_table
+from sysmcp.engine.walk import Listing, Node, SkipCounter, WalkOptions, mount_table
 
 
 def build(root: Path) -> bytes:
@@ -359,17 +359,69 @@ def test_asked_for_them_every_directory_link_and_special_file_is_recorded_once_b
     assert by_name[b"dir01/link"][-1] == os.fsencode(tmp_path / "dir00")
 
 
-def test_past_their_bound_the_other_entries_are_counted_not_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_past_their_bound_the_other_entries_are_counted_not_kept(tmp_path: Path) -> None:
     build(tmp_path)
-    monkeypatch.setattr(treehash, "MAX_NODES_KEPT", 50)
-    result = run(tmp_path, nodes=True)
+    result = run(tmp_path, nodes=True, max_nodes=50)
     assert result.nodes is not None and len(result.nodes) == 50
     assert len(result.nodes) + result.nodes_unrecorded == 122
+
+
+def test_the_bound_on_other_entries_holds_for_all_processes_together_not_for_each(tmp_path: Path) -> None:
+    """Each process checks what all of them keep before it keeps more, so the parent never gathers
+    one bound's worth per process: past it by at most one listing (here 16 entries) per other process.
+    128 directories two deep, so that the split hands subtrees to the children."""
+    for d in range(16):
+        for s in range(8):
+            folder = tmp_path / f"dir{d:02d}" / f"sub{s}"
+            folder.mkdir(parents=True)
+            for n in range(10):
+                (folder / f"link{n:02d}").symlink_to(f"../target/{n}")
+    skipped = SkipCounter()
+    request = sha256_request(
+        os.fsencode(tmp_path), sharing=Sharing(processes=3, split_after_s=0), nodes=True, max_nodes=100
+    )
+    result = hash_tree_parallel(request, skipped, no_progress, never_cancelled)
+    assert result.processes == 3 and result.nodes is not None
+    assert len(result.nodes) == 100 and len(result.nodes) + result.nodes_unrecorded == 16 + 128 + 1280
+    assert result.nodes_gathered <= 100 + 2 * 16
+    assert list(result.nodes) == sorted(result.nodes)
 
 
 def test_not_asked_for_no_other_entry_is_recorded(tmp_path: Path) -> None:
     build(tmp_path)
     result = run(tmp_path)
     assert (result.nodes, result.nodes_unrecorded) == (None, 0)
+
+
+def test_a_kept_node_costs_a_compact_record_not_a_tuple_of_objects(tmp_path: Path) -> None:
+    """Up to 250,000 kept nodes are held until the merge: a link (a 30-byte name, a 20-byte target)
+    kept as the walk's tuple of seven objects cost 222 bytes, as one packed record it costs 117."""
+
+    def listing(first: int) -> list[Node]:  # made as the walk makes a directory's: new objects each
+        return [
+            (
+                b"usr/lib/x86_64-linux-gnu/l%05d" % i,
+                stat.S_IFLNK,
+                0o777,
+                0,
+                0,
+                None,
+                b"libexample.so.%05d.1" % i,
+            )
+            for i in range(first, first + 100)
+        ]
+
+    with tempfile.TemporaryFile() as spill:
+        runs = treehash.Runs(spill)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for first in range(0, 10_000, 100):
+                runs.add_nodes(listing(first))
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        merged = treehash.merge([(spill, runs.summary())], keep_limit=0, first_lines=0, cancel=lambda: None)
+    assert held / 10_000 < 150, held / 10_000
+    assert merged.nodes is not None
+    assert list(merged.nodes) == [node for first in range(0, 10_000, 100) for node in listing(first)]
