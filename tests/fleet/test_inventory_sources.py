@@ -284,6 +284,36 @@ def test_an_ssh_config_inventory_lists_the_hosts_of_the_files_it_includes(
         parse_inventory(config.read_text(), str(config))
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_an_include_of_a_pipe_or_a_device_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """``Include`` of a FIFO waited for a writer for ever at start-up (of ``/dev/zero``, read until memory
+    ran out); an ssh_config's included files are regular files, and anything else is refused naming it."""
+    os.mkfifo(tmp_path / "fifo")
+    for target in (tmp_path / "fifo", Path("/dev/zero")):
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host web1\nInclude {target}\n")
+        script = (
+            "import resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"  # /dev/zero: not all memory
+            "from sysmcp.fleet.inventory import InventoryError\n"
+            "from sysmcp.fleet.setup import parse_inventory\n"
+            "try:\n"
+            f"    parse_inventory(open({str(config)!r}).read(), {str(config)!r})\n"
+            "except InventoryError as exc:\n"
+            "    print(exc)\n"
+        )
+        # in a child, bounded: before the fix the first waited for ever and the second ate all memory
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-500:]
+        assert f"{target} is not a regular file" in done.stdout
+
+
 def test_ssh_config_hosts_and_the_proxyjump_ssh_would_use() -> None:
     config = """\
 # ~/.ssh/config
