@@ -49,17 +49,28 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
     import yaml  # here: only a YAML inventory needs it, and a fleet host's start never reads one
 
     class Loader(yaml.SafeLoader):
+        #: each mapping's own keys (not its ``<<``), as written: PyYAML merges a mapping's ``<<`` into
+        #: its node in place the first time it or any mapping merging it is built, which may be before
+        #: it is itself built (a shallower mapping merging it is built first)
+        own_keys: dict[int, list[yaml.Node]]
+
         def compose_document(self) -> yaml.Node | None:
             node: yaml.Node | None = super().compose_document()
             if node is not None:
                 _expanded_size(node, {}, set(), source)
+            self.own_keys = {}
             return node
+
+        def flatten_mapping(self, node: yaml.MappingNode) -> None:
+            if id(node) not in self.own_keys:  # not yet merged into: its value is as written
+                self.own_keys[id(node)] = [key for key, _ in node.value if key.tag not in _MERGE_TAGS]
+            super().flatten_mapping(node)
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen: set[Any] = set()
-            for key_node, _ in node.value:  # its own keys: merged ones are not in it yet
-                if key_node.tag in _MERGE_TAGS:
-                    continue
+            if id(node) not in self.own_keys:
+                self.flatten_mapping(node)
+            for key_node in self.own_keys[id(node)]:
                 key = self.construct_object(key_node, deep)
                 if key in seen:
                     line = key_node.start_mark.line + 1

@@ -204,6 +204,34 @@ def test_yaml_anchors_aliases_and_merge_keys_are_read_as_ansible_reads_them(
     assert ours.hosts["web3"] == Host("web3", port=2222, user="ops")  # its own key wins over the merged one
 
 
+def test_a_merged_key_the_mapping_gives_again_is_its_own_wherever_the_alias_to_it_stands() -> None:
+    """PyYAML merges a mapping's ``<<`` into it in place, the first time any mapping merging it is
+    built: where a shallower mapping merging this one (``stg1: {<<: *web}``) was built first, ``web1``'s
+    own ``ansible_port`` then met the merged one and the inventory was refused ("given twice"), though
+    ``ansible-inventory`` reads it (web1 on port 2222, stg1 too)."""
+    inventory = from_yaml(
+        "all:\n"
+        "  children:\n"
+        "    prod:\n"
+        "      children:\n"
+        "        web:\n"
+        "          hosts:\n"
+        "            web1: &web\n"
+        "              <<: {ansible_port: 22, ansible_user: ops}\n"
+        "              ansible_port: 2222\n"
+        "    staging:\n"
+        "      hosts:\n"
+        "        stg1:\n"
+        "          <<: *web\n"
+        "          ansible_host: 10.0.0.9\n",
+        "hosts.yml",
+    )
+    assert inventory.hosts["web1"] == Host("web1", port=2222, user="ops")
+    assert inventory.hosts["stg1"] == Host("stg1", "10.0.0.9", 2222, "ops")
+    with pytest.raises(InventoryError, match=r"hosts\.yml line 4: 'a' is given twice"):
+        from_yaml("x: &x\n  <<: {a: 1}\n  a: 2\n  a: 3\ny: {<<: *x}\n", "hosts.yml")
+
+
 @pytest.mark.parametrize(
     "text",
     [
