@@ -247,6 +247,23 @@ def test_aliases_that_expand_without_bound_are_refused_with_their_line(text: str
         from_yaml(text, "hosts.yml")
 
 
+def test_aliases_of_a_long_string_are_bounded_by_its_length_not_counted_as_one_value() -> None:
+    """A 100 KB string aliased 10, 100 and 1,000 times is 1,111 values, far within the bound, but each
+    list variable is kept as its JSON: 111 MB from a 100 KB file, and two levels more (111,111 values,
+    still within it) were 11 GB, read until memory ran out. What aliases expand to is bounded in
+    characters as well as in values."""
+    text = (
+        "all:\n  hosts:\n    h1:\n      s: &s " + "x" * 100_000 + "\n"
+        "      l0: &l0 [*s, *s, *s, *s, *s, *s, *s, *s, *s, *s]\n"
+        + "".join(f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 5))
+    )
+    with pytest.raises(InventoryError, match=r"hosts\.yml line \d+: YAML aliases expand .* characters"):
+        from_yaml(text, "hosts.yml")
+    # the same string given a few times over is an inventory like any other
+    few = "all:\n  hosts:\n    h1:\n      s: &s " + "x" * 100_000 + "\n      l: [*s, *s, *s]\n"
+    assert len(from_yaml(few, "hosts.yml").variables["h1"]["l"]) > 300_000
+
+
 @pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
 def test_ini_precedence_and_aliases_as_ansible(ansible_runs: dict[str, tuple[Path, dict[str, Any]]]) -> None:
     path, data = ansible_runs["hosts.ini"]
