@@ -132,7 +132,10 @@ def _expanded_size(
             )
         if chars > max_chars:
             raise InventoryError(
-                line, f"YAML aliases expand this value to more than {max_chars:,} characters", source
+                line,
+                f"YAML aliases expand this value to more than {max_chars:,} characters "
+                f"({MAX_EXPANDED_CHARS >> 20} MiB more than the whole file holds)",
+                source,
             )
     open_nodes.discard(key)
     sizes[key] = values, chars
