@@ -7,6 +7,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sysmcp.fleet import pool as pool_module
 from sysmcp.fleet.fanout import Fleet
 from sysmcp.fleet.inventory import from_names, parse_ini
 from sysmcp.fleet.pool import HostFailure, SessionPool
@@ -77,9 +78,10 @@ async def test_a_host_whose_ssh_config_ssh_cannot_print_in_time_is_not_dialled(t
         f'exec {stub_program(tmp_path)} "$@"\n'
     )
     program.chmod(0o755)
-    settings = SshSettings(control_dir=str(control), program=str(program), connect_timeout=1)
+    settings = SshSettings(control_dir=str(control), program=str(program), connect_timeout=0.5)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("STUB_STARTS", str(starts))
+        env.setattr(pool_module, "SLOW_START", 0.5)  # an opening's time, 120 s, for this test 0.5 s
         async with SessionPool(inventory, settings).open() as pool:
             # the opening itself (a call stops waiting for it at the same connect timeout, and leaves it
             # going on in the background for the next call)
