@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-RequestId = str | int
+#: A string or an integer; an integer written with a fraction or an exponent (7.0, 7e0) is kept as the
+#: float it was read as, equal to the int (and hashed alike), so that it is answered as it was written.
+RequestId = str | int | float
 
 
 class ErrorCode(IntEnum):
@@ -77,9 +79,11 @@ def is_request_id(value: object) -> bool:
 def request_id(value: object) -> RequestId | None:
     """A request id (or progress token) as MCP's schema reads it, or None. Its ``integer`` is JSON
     Schema's: any number without a fraction, so ``7.0`` and ``7e0`` are 7, as a JavaScript client reads
-    them; refused, the error could name no request and the client waited for its answer for ever."""
+    them; refused, the error could name no request and the client waited for its answer for ever.
+    Such a one stays the float it was read as (7.0 == 7 for every lookup): the answer carries it as
+    written, for a client that keeps ids as JSON values, to which 7.0 is not 7."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return value
     return value if is_request_id(value) else None  # type: ignore[return-value]
 
 
