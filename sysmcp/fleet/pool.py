@@ -343,13 +343,14 @@ class SessionPool:
         """Whether the operator's ssh config would go on with this host under a changed host key
         (``StrictHostKeyChecking no``), asked once per host of ``ssh -G`` (a few milliseconds, no
         connection). An ssh that cannot start or exits with an error leaves the setting to the session,
-        which meets the same fault; one that does not answer in half the connect timeout (its config's
-        ``Match exec`` hangs) is ``HostFailure``: not knowing, the host is not dialled (half, so that the
-        call waiting for the session hears why)."""
+        which meets the same fault; one that does not answer in the time a session may take to open
+        (its config's ``Match exec`` hangs) is ``HostFailure``: not knowing, the host is not dialled.
+        That time, not less: on a machine loaded by a fan-out's own ssh processes a short bound would
+        fail hosts a slow start reaches, and the call waiting leaves the opening to go on regardless."""
         loose = self._loose_keys.get(host.name)
         if loose is None:
             loose = False
-            timeout = self.settings.connect_timeout / 2
+            timeout = max(self.settings.connect_timeout, SLOW_START)
             try:
                 with anyio.fail_after(timeout), contextlib.suppress(OSError):
                     done = await anyio.run_process(
