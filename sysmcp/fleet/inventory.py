@@ -541,7 +541,7 @@ SSH_CONNECTIONS = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh"})
 def _connection(given: str | None) -> str | None:
     """A host's ansible_connection as ``Host.connection``: None for ssh, ``local``, or the plugin named."""
     value = (given or "ssh").strip()
-    short = value.removeprefix("ansible.builtin.")
+    short = value.removeprefix("ansible.builtin.").removeprefix("ansible.legacy.")  # both hold the built-ins
     if short in SSH_CONNECTIONS:
         return None
     return "local" if short == "local" else value

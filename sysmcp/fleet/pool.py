@@ -342,18 +342,34 @@ class SessionPool:
     async def _accepts_changed_keys(self, host: Host) -> bool:
         """Whether the operator's ssh config would go on with this host under a changed host key
         (``StrictHostKeyChecking no``), asked once per host of ``ssh -G`` (a few milliseconds, no
-        connection). An ssh that cannot say leaves the setting to the session, which meets the same fault."""
+        connection). An ssh that cannot start or exits with an error leaves the setting to the session,
+        which meets the same fault; one that does not answer in the time a session may take to open
+        (its config's ``Match exec`` hangs) is ``HostFailure``: not knowing, the host is not dialled.
+        That time, not less: on a machine loaded by a fan-out's own ssh processes a short bound would
+        fail hosts a slow start reaches, and the call waiting leaves the opening to go on regardless."""
         loose = self._loose_keys.get(host.name)
         if loose is None:
             loose = False
-            with anyio.move_on_after(self.settings.connect_timeout), contextlib.suppress(OSError):
-                done = await anyio.run_process(
-                    config_argv(self.settings, host),
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                loose = done.returncode == 0 and accepts_changed_keys(done.stdout.decode("utf-8", "replace"))
+            timeout = max(self.settings.connect_timeout, SLOW_START)
+            try:
+                with anyio.fail_after(timeout), contextlib.suppress(OSError):
+                    done = await anyio.run_process(
+                        config_argv(self.settings, host),
+                        check=False,
+                        stdin=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                    loose = done.returncode == 0 and accepts_changed_keys(
+                        done.stdout.decode("utf-8", "replace")
+                    )
+            except TimeoutError:
+                raise HostFailure(
+                    "timeout",
+                    bounded(
+                        f"ssh -G did not print this host's configuration within {timeout:g} s (a Match exec "
+                        "that hangs?): whether it would accept a changed host key is not known, so it is not dialled"
+                    ),
+                ) from None
             if loose:
                 log.info(
                     "StrictHostKeyChecking no in the ssh config: a changed host key is refused",

@@ -8,6 +8,7 @@ import glob
 import os
 import resource
 import shlex
+import stat
 import subprocess
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -60,8 +61,19 @@ def ssh_includes(words: str) -> list[tuple[str, str]]:
             pattern = os.path.join(os.path.expanduser("~/.ssh"), pattern)
         for path in sorted(glob.glob(pattern)):
             if not os.path.isdir(path):
-                found.append((path, read_inventory(path)))
+                found.append((path, _included_file(path)))
     return found
+
+
+def _included_file(path: str) -> str:
+    """An included ssh_config file's text. A FIFO would keep start-up waiting for a writer and a
+    device (``/dev/zero``) would be read until memory ran out: those are ``ValueError``. Opened
+    without blocking, and told by what was opened, not by a name that could change in between."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, encoding="utf-8") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return stream.read()
 
 
 def inventory_command_output(command: str) -> str:

@@ -35,6 +35,8 @@ Value = Any  # a YAML scalar (str, int, float, bool, None, date), list or dict
 #: Values a YAML inventory may hold once its aliases are expanded: far more than any fleet's variables,
 #: far fewer than a few aliased lines can make (nine levels of nine aliases are 387 million).
 MAX_EXPANDED_VALUES = 1_000_000
+#: Characters of scalars aliases may add to what the document itself holds.
+MAX_EXPANDED_CHARS = 64 << 20
 _MERGE_TAGS = ("tag:yaml.org,2002:merge", "tag:yaml.org,2002:value")
 
 
@@ -42,24 +44,36 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
     """A YAML document as Python values, through PyYAML's safe loader (what Ansible builds on).
 
     Anchors, aliases and merge keys (``<<: *defaults``) are read as Ansible reads them, the document
-    expanded at most to ``MAX_EXPANDED_VALUES`` values and never into itself (an alias is one shared
-    value in Python, but every reader of the inventory walks each use of it). A key given twice in one
+    expanded at most to ``MAX_EXPANDED_VALUES`` values (and ``MAX_EXPANDED_CHARS`` characters more
+    than it holds) and never into itself (an alias is one shared value in Python, but every reader of
+    the inventory walks each use of it). A key given twice in one
     mapping is refused rather than silently overwritten (a merged key the mapping gives again is its
     own, as YAML has it); faults name their line."""
     import yaml  # here: only a YAML inventory needs it, and a fleet host's start never reads one
 
     class Loader(yaml.SafeLoader):
+        #: each mapping's own keys (not its ``<<``), as written: PyYAML merges a mapping's ``<<`` into
+        #: its node in place the first time it or any mapping merging it is built, which may be before
+        #: it is itself built (a shallower mapping merging it is built first)
+        own_keys: dict[int, list[yaml.Node]]
+
         def compose_document(self) -> yaml.Node | None:
             node: yaml.Node | None = super().compose_document()
             if node is not None:
-                _expanded_size(node, {}, set(), source)
+                _expanded_size(node, {}, set(), source, len(text) + MAX_EXPANDED_CHARS)
+            self.own_keys = {}
             return node
+
+        def flatten_mapping(self, node: yaml.MappingNode) -> None:
+            if id(node) not in self.own_keys:  # not yet merged into: its value is as written
+                self.own_keys[id(node)] = [key for key, _ in node.value if key.tag not in _MERGE_TAGS]
+            super().flatten_mapping(node)
 
         def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
             seen: set[Any] = set()
-            for key_node, _ in node.value:  # its own keys: merged ones are not in it yet
-                if key_node.tag in _MERGE_TAGS:
-                    continue
+            if id(node) not in self.own_keys:
+                self.flatten_mapping(node)
+            for key_node in self.own_keys[id(node)]:
                 key = self.construct_object(key_node, deep)
                 if key in seen:
                     line = key_node.start_mark.line + 1
@@ -83,13 +97,17 @@ def parse_yaml(text: str, source: str = "inventory") -> Value:
         raise InventoryError(0, "not an inventory: nested too deeply", source) from None
 
 
-def _expanded_size(node: Any, sizes: dict[int, int], open_nodes: set[int], source: str) -> int:
-    """How many values ``node`` stands for with every alias in it expanded; each node is counted
-    once however often it is aliased, so this costs the document's length, not the expansion's."""
+def _expanded_size(
+    node: Any, sizes: dict[int, tuple[int, int]], open_nodes: set[int], source: str, max_chars: int
+) -> tuple[int, int]:
+    """How many values, and characters of scalars, ``node`` stands for with every alias in it expanded;
+    each node is counted once however often it is aliased, so this costs the document's length, not
+    the expansion's. Characters, because a long string aliased a thousand times is a thousand values
+    but a thousand times its length in every list variable kept as its JSON."""
     import yaml
 
     if isinstance(node, yaml.ScalarNode):
-        return 1
+        return 1, len(node.value)
     key = id(node)
     if key in sizes:
         return sizes[key]
@@ -102,18 +120,26 @@ def _expanded_size(node: Any, sizes: dict[int, int], open_nodes: set[int], sourc
     children = (
         [part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode) else node.value
     )
-    size = 1
+    values, chars = 1, 0
     for child in children:
-        size += _expanded_size(child, sizes, open_nodes, source)
-        if size > MAX_EXPANDED_VALUES:
+        child_values, child_chars = _expanded_size(child, sizes, open_nodes, source, max_chars)
+        values, chars = values + child_values, chars + child_chars
+        if values > MAX_EXPANDED_VALUES:
             raise InventoryError(
                 line,
                 f"YAML aliases expand this value to more than {MAX_EXPANDED_VALUES:,} values",
                 source,
             )
+        if chars > max_chars:
+            raise InventoryError(
+                line,
+                f"YAML aliases expand this value to more than {max_chars:,} characters "
+                f"({MAX_EXPANDED_CHARS >> 20} MiB more than the whole file holds)",
+                source,
+            )
     open_nodes.discard(key)
-    sizes[key] = size
-    return size
+    sizes[key] = values, chars
+    return values, chars
 
 
 # -- Ansible's YAML inventory --------------------------------------------------------------------

@@ -78,11 +78,12 @@ def session_argv(settings: SshSettings, host: Host, *, refuse_changed_keys: bool
     which takes a host never seen as ``no`` does but refuses a host whose key changed.
     """
     argv = _common(settings, host)
-    argv[1:1] = ["-T"]  # no terminal: the wire is bytes, and a pty would echo and mangle them
+    # -T: no terminal, the wire is bytes and a pty would echo and mangle them. accept-new goes first: ssh
+    # takes an option's first value, and the inventory's own -o StrictHostKeyChecking=no follows.
+    argv[1:1] = ["-T", *(_options("StrictHostKeyChecking=accept-new") if refuse_changed_keys else [])]
     return [
         *argv,
         *_options(
-            *(["StrictHostKeyChecking=accept-new"] if refuse_changed_keys else []),
             f"ConnectTimeout={max(1, math.ceil(settings.connect_timeout))}",
             "ControlMaster=auto",  # the first session to a host becomes the master, later ones reuse it
             f"ControlPersist={CONTROL_PERSIST}",

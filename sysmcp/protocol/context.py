@@ -71,7 +71,7 @@ class RequestContext:
     request_id: RequestId
     method: str
     peer: Peer
-    progress_token: str | int | None = None
+    progress_token: RequestId | None = None
     features: Features = DEFAULT_FEATURES
     log_level: str | None = "warning"  # None: the client asked for no log messages
     limiter: anyio.CapacityLimiter | None = None

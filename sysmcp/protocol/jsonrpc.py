@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-RequestId = str | int
+#: A string or an integer; an integer written with a fraction or an exponent (7.0, 7e0) is kept as the
+#: float it was read as, equal to the int (and hashed alike), so that it is answered as it was written.
+RequestId = str | int | float
 
 
 class ErrorCode(IntEnum):
@@ -76,9 +79,11 @@ def is_request_id(value: object) -> bool:
 def request_id(value: object) -> RequestId | None:
     """A request id (or progress token) as MCP's schema reads it, or None. Its ``integer`` is JSON
     Schema's: any number without a fraction, so ``7.0`` and ``7e0`` are 7, as a JavaScript client reads
-    them; refused, the error could name no request and the client waited for its answer for ever."""
+    them; refused, the error could name no request and the client waited for its answer for ever.
+    Such a one stays the float it was read as (7.0 == 7 for every lookup): the answer carries it as
+    written, for a client that keeps ids as JSON values, to which 7.0 is not 7."""
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return value
     return value if is_request_id(value) else None  # type: ignore[return-value]
 
 
@@ -121,6 +126,10 @@ def decode_json(
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _not_utf8(line, exc, max_values, chars_per_value)
+    return _decode_text(text, max_values, chars_per_value)
+
+
+def _decode_text(text: str, max_values: int | None, chars_per_value: int) -> Any | Invalid | TooComplex:
     if max_values is not None:
         limit = max(max_values, len(text) // chars_per_value) if chars_per_value > 0 else max_values
         if more_values_than(text, limit):
@@ -137,13 +146,20 @@ def decode_json(
 
 def _not_utf8(line: bytes, exc: UnicodeDecodeError, max_values: int | None, chars_per_value: int) -> Invalid:
     """A line with bytes that are not UTF-8: a parse error saying where, answered by the id of the
-    request it otherwise is (read again with those bytes replaced), as a line too long to read is: a
-    client that wrote a Latin-1 file name as it is waits for no answer that never comes."""
+    request it otherwise is, as a line too long to read is: a client that wrote a Latin-1 file name as
+    it is waits for no answer that never comes. Where the byte is in the id itself, no id read from the
+    line is the one the client sent, and the refusal has none (JSON-RPC's null)."""
     said = f"Parse error: the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at offset {exc.start})"
-    value = decode_json(line.decode("utf-8", "replace").encode("utf-8"), max_values, chars_per_value)
-    if isinstance(value, dict) and "method" in value:
-        return Invalid(ErrorCode.PARSE_ERROR, said, request_id(value.get("id")))
-    return Invalid(ErrorCode.PARSE_ERROR, said)
+    # each such byte read as a lone surrogate (U+DC80…U+DCFF); an id with one is refused with null (one
+    # the client wrote as the escape \udcXX too, which no client's id needs)
+    value = _decode_text(line.decode("utf-8", "surrogateescape"), max_values, chars_per_value)
+    msg_id = request_id(value.get("id")) if isinstance(value, dict) and "method" in value else None
+    if isinstance(msg_id, str) and _ESCAPED_BYTE.search(msg_id):
+        msg_id = None  # the bad byte is in the id: any id read from it is not the one the client sent
+    return Invalid(ErrorCode.PARSE_ERROR, said, msg_id)
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 def more_values_than(text: str, limit: int) -> bool:

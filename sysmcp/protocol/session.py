@@ -401,7 +401,7 @@ def _size(limit: int) -> str:
     return f"{limit >> 20} MiB" if limit and limit % (1 << 20) == 0 else f"{limit} bytes"
 
 
-def _progress_token(params: dict[str, Any]) -> str | int | None:
+def _progress_token(params: dict[str, Any]) -> RequestId | None:
     meta = params.get("_meta")
     if isinstance(meta, dict):
         return request_id(meta.get("progressToken"))  # the same type as a request's id

@@ -219,6 +219,35 @@ async def test_a_changed_host_key_is_refused_even_where_the_ssh_config_says_no(
         assert await wire.wait_exit(15) == 0
 
 
+async def test_a_changed_host_key_is_refused_where_the_inventory_says_strict_host_key_checking_no(
+    lab: Lab,
+) -> None:
+    """``ansible_ssh_common_args='-o StrictHostKeyChecking=no'``, as many Ansible inventories have it:
+    ssh takes an option's first value, and the inventory's came before sysmcp's accept-new, so the
+    changed key was taken and the other machine's answer given as the host's (status ok before the fix)."""
+    inventory = lab.base / "hosts_loose.ini"
+    loose = " ansible_ssh_common_args='-o StrictHostKeyChecking=no'"
+    lines = (lab.base / "hosts.ini").read_text().splitlines()
+    inventory.write_text(
+        "".join(
+            line.replace("  #", loose + "  #", 1) + "\n" if line.startswith("newkey ") else line + "\n"
+            for line in lines
+        )
+    )
+    newkey = [line for line in inventory.read_text().splitlines() if line.startswith("newkey ")]
+    assert newkey and loose + "  #" in newkey[0]  # before the line's comment
+    args = [*server_args(lab)]
+    args[args.index(str(lab.base / "hosts.ini"))] = str(inventory)
+    async with spawn(*args, env=MINE) as wire:
+        await wire.initialize()
+        reply = await wire.call("disk_usage", {"path": "/", "hosts": ["web1", "newkey"]})
+        hosts = by_host(reply)
+        assert hosts["web1"]["status"] == "ok"
+        assert hosts["newkey"]["status"] == "host_key_mismatch", hosts["newkey"]
+        await wire.close_stdin()
+        assert await wire.wait_exit(15) == 0
+
+
 async def test_unknown_hosts_are_refused_listing_the_groups(lab: Lab) -> None:
     before = set(ssh_processes(ME))
     async with spawn(*server_args(lab), env=MINE) as wire:

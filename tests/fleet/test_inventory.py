@@ -264,3 +264,15 @@ def test_a_name_given_many_times_is_resolved_once_and_too_many_globs_refuse_the_
     with pytest.raises(UnknownHosts) as caught:
         inventory.resolve([f"web{i:05}*" for i in range(101)])
     assert str(caught.value).startswith("101 globs in one call, more than the 100 it may give: name a group")
+
+
+def test_an_ssh_connection_named_in_any_of_ansibles_spellings_is_ssh() -> None:
+    """``ansible.legacy.ssh`` is Ansible's ssh plugin as surely as ``ansible.builtin.ssh`` (the legacy
+    namespace holds the built-in plugins): such a host was refused as "not ssh"."""
+    inventory = parse_ini(
+        "a ansible_connection=ansible.legacy.ssh\n"
+        "b ansible_connection=ansible.builtin.paramiko_ssh\n"
+        "c ansible_connection=smart\n"
+        "d ansible_connection=ansible.legacy.local\n"
+    )
+    assert [inventory.hosts[n].connection for n in "abcd"] == [None, None, None, "local"]

@@ -204,6 +204,34 @@ def test_yaml_anchors_aliases_and_merge_keys_are_read_as_ansible_reads_them(
     assert ours.hosts["web3"] == Host("web3", port=2222, user="ops")  # its own key wins over the merged one
 
 
+def test_a_merged_key_the_mapping_gives_again_is_its_own_wherever_the_alias_to_it_stands() -> None:
+    """PyYAML merges a mapping's ``<<`` into it in place, the first time any mapping merging it is
+    built: where a shallower mapping merging this one (``stg1: {<<: *web}``) was built first, ``web1``'s
+    own ``ansible_port`` then met the merged one and the inventory was refused ("given twice"), though
+    ``ansible-inventory`` reads it (web1 on port 2222, stg1 too)."""
+    inventory = from_yaml(
+        "all:\n"
+        "  children:\n"
+        "    prod:\n"
+        "      children:\n"
+        "        web:\n"
+        "          hosts:\n"
+        "            web1: &web\n"
+        "              <<: {ansible_port: 22, ansible_user: ops}\n"
+        "              ansible_port: 2222\n"
+        "    staging:\n"
+        "      hosts:\n"
+        "        stg1:\n"
+        "          <<: *web\n"
+        "          ansible_host: 10.0.0.9\n",
+        "hosts.yml",
+    )
+    assert inventory.hosts["web1"] == Host("web1", port=2222, user="ops")
+    assert inventory.hosts["stg1"] == Host("stg1", "10.0.0.9", 2222, "ops")
+    with pytest.raises(InventoryError, match=r"hosts\.yml line 4: 'a' is given twice"):
+        from_yaml("x: &x\n  <<: {a: 1}\n  a: 2\n  a: 3\ny: {<<: *x}\n", "hosts.yml")
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -217,6 +245,23 @@ def test_yaml_anchors_aliases_and_merge_keys_are_read_as_ansible_reads_them(
 def test_aliases_that_expand_without_bound_are_refused_with_their_line(text: str) -> None:
     with pytest.raises(InventoryError, match=r"hosts\.yml line \d+: .*(alias|itself)"):
         from_yaml(text, "hosts.yml")
+
+
+def test_aliases_of_a_long_string_are_bounded_by_its_length_not_counted_as_one_value() -> None:
+    """A 100 KB string aliased 10, 100 and 1,000 times is 1,111 values, far within the bound, but each
+    list variable is kept as its JSON: 111 MB from a 100 KB file, and two levels more (111,111 values,
+    still within it) were 11 GB, read until memory ran out. What aliases expand to is bounded in
+    characters as well as in values."""
+    text = (
+        "all:\n  hosts:\n    h1:\n      s: &s " + "x" * 100_000 + "\n"
+        "      l0: &l0 [*s, *s, *s, *s, *s, *s, *s, *s, *s, *s]\n"
+        + "".join(f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 5))
+    )
+    with pytest.raises(InventoryError, match=r"hosts\.yml line \d+: YAML aliases expand .* characters"):
+        from_yaml(text, "hosts.yml")
+    # the same string given a few times over is an inventory like any other
+    few = "all:\n  hosts:\n    h1:\n      s: &s " + "x" * 100_000 + "\n      l: [*s, *s, *s]\n"
+    assert len(from_yaml(few, "hosts.yml").variables["h1"]["l"]) > 300_000
 
 
 @pytest.mark.slow  # the real ansible-inventory, run twice: about a second of CPU each
@@ -282,6 +327,36 @@ def test_an_ssh_config_inventory_lists_the_hosts_of_the_files_it_includes(
     (parts / "nested" / "x").write_text(f"Include {parts}/10-web.conf\n")  # includes itself, for ever
     with pytest.raises(InventoryError, match="nested more than 16 deep"):
         parse_inventory(config.read_text(), str(config))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
+def test_an_include_of_a_pipe_or_a_device_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """``Include`` of a FIFO waited for a writer for ever at start-up (of ``/dev/zero``, read until memory
+    ran out); an ssh_config's included files are regular files, and anything else is refused naming it."""
+    os.mkfifo(tmp_path / "fifo")
+    for target in (tmp_path / "fifo", Path("/dev/zero")):
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host web1\nInclude {target}\n")
+        script = (
+            "import resource\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"  # /dev/zero: not all memory
+            "from sysmcp.fleet.inventory import InventoryError\n"
+            "from sysmcp.fleet.setup import parse_inventory\n"
+            "try:\n"
+            f"    parse_inventory(open({str(config)!r}).read(), {str(config)!r})\n"
+            "except InventoryError as exc:\n"
+            "    print(exc)\n"
+        )
+        # in a child, bounded: before the fix the first waited for ever and the second ate all memory
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-500:]
+        assert f"{target} is not a regular file" in done.stdout
 
 
 def test_ssh_config_hosts_and_the_proxyjump_ssh_would_use() -> None:

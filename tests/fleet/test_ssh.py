@@ -304,3 +304,22 @@ def test_an_ssh_config_that_accepts_changed_host_keys_is_told_by_ssh_itself(
     strict = session_argv(settings, host, refuse_changed_keys=loose)
     assert ("StrictHostKeyChecking=accept-new" in strict) is loose
     assert "stricthostkeychecking false" not in _ssh_config(strict)  # never left accepting a changed key
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+def test_an_inventorys_own_strict_host_key_checking_no_does_not_accept_a_changed_key(tmp_path: Path) -> None:
+    """``ansible_ssh_common_args='-o StrictHostKeyChecking=no'`` (common in Ansible inventories) reaches
+    ``ssh -G`` as it reaches the session, so ssh says ``no``; but ssh takes the first value it is given,
+    and the inventory's ``-o`` came before sysmcp's ``accept-new``: the session went on with a changed key."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  StrictHostKeyChecking yes\n")
+    settings = SshSettings(control_dir="/tmp/x", config_file=str(config))
+    host = parse_ini(
+        "web1 ansible_host=10.9.0.5 ansible_ssh_common_args='-o StrictHostKeyChecking=no'\n"
+    ).hosts["web1"]
+    seen = subprocess.run(
+        config_argv(settings, host), capture_output=True, text=True, check=False, timeout=30
+    )
+    assert accepts_changed_keys(seen.stdout)
+    strict = _ssh_config(session_argv(settings, host, refuse_changed_keys=True))
+    assert "stricthostkeychecking accept-new" in strict

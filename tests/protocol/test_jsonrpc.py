@@ -89,6 +89,21 @@ def test_a_request_with_bytes_that_are_not_utf8_is_refused_by_its_id() -> None:
         assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id is None
 
 
+@pytest.mark.parametrize("bad_id", [b'"ab\xffc"', b'"\xe9"'])
+def test_a_byte_that_is_not_utf8_inside_the_id_leaves_the_refusal_without_an_id(bad_id: bytes) -> None:
+    """Read with U+FFFD for the byte, the id was another id than the one written ("ab\ufffdc"): the
+    refusal answered a request of that id, if one was in flight, and never the one sent. JSON-RPC: an id
+    that cannot be told is null."""
+    line = b'{"jsonrpc":"2.0","id":' + bad_id + b',"method":"ping"}'
+    refused = parse_line(line)
+    assert isinstance(refused, Invalid) and refused.code == ErrorCode.PARSE_ERROR and refused.id is None
+    assert "not valid UTF-8" in refused.message
+    # the replacement character itself, written as UTF-8, is an id like any other
+    fine = b'{"jsonrpc":"2.0","id":"ab\xef\xbf\xbdc","method":"ping","params":{"x":"\xff"}}'
+    refused = parse_line(fine)
+    assert isinstance(refused, Invalid) and refused.id == "ab\ufffdc"
+
+
 @pytest.mark.parametrize("line", [b"{", b"\xff", b"[" * 200_000, b"1" * 10_000, b'{"a": "\x00"}', b"NaN-ish"])
 def test_undecodable_lines_are_parse_errors_not_exceptions(line: bytes) -> None:
     value = decode_json(line)

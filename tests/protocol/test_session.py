@@ -139,6 +139,22 @@ async def test_an_integer_request_id_and_progress_token_written_as_floats_are_th
         assert (await peer.next())["id"] == "last"  # nothing for 7: it was cancelled
 
 
+async def test_an_id_and_a_token_written_as_floats_come_back_as_written_not_retyped() -> None:
+    """JSON-RPC: a response's id is the request's. 3.0 came back as 3: the same number to JavaScript
+    and Python, but not to a client that keeps ids as JSON values (serde_json's ``Number`` 3.0 is not
+    3), which then matched neither the answer nor the progress to its request."""
+    handler = Handler()
+    async with running(handler) as peer:
+        work = {"steps": 2, "_meta": {"progressToken": 5.0}}
+        peer.send({"jsonrpc": "2.0", "id": 3.0, "method": "work", "params": work})
+        messages = [await peer.next()]
+        while "id" not in messages[-1]:
+            messages.append(await peer.next())
+        token, answered = messages[0]["params"]["progressToken"], messages[-1]["id"]
+        assert isinstance(token, float) and token == 5.0
+        assert isinstance(answered, float) and answered == 3.0
+
+
 async def test_a_duplicate_id_in_flight_is_refused() -> None:
     handler = Handler()
     async with running(handler) as peer:
