@@ -8,11 +8,8 @@ gives it) and ``os.lstat`` (which still do the work).
 
 from __future__ import annotations
 
-import gc
-import json
 import os
-import resource
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from sysmcp.engine.paths import real_root
 from sysmcp.reclaim import PlanRequest, build_plan
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import RootsLayout
-from tests.deep_trees import under_limit
+from tests.descriptors import counted_alone, open_descriptors
 
 PLACES = (
     "apt/archives/x.deb",
@@ -164,25 +161,6 @@ def test_stray_core_files_in_the_root_directory_are_still_found(tmp_path: Path) 
     )
     listed = sorted(path for path, _st in classes.regular_files([b"/"], recurse=False))
     assert listed == expected and all(path.startswith(b"/") for path in listed)
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def counted_alone(work: Callable[[], object]) -> Any:
-    """``work()``'s JSON answer, run in a forked child: there only the thread that forked runs and the
-    garbage collector is off, so a count of ``/proc/self/fd`` is what ``work`` holds. Why: in the test
-    process, threads other tests left running (and objects they left to the collector) open and close
-    descriptors of their own whenever the machine lets them, and a count taken there said so."""
-
-    def alone() -> str:
-        gc.collect()
-        gc.disable()
-        return json.dumps(work())
-
-    answer = under_limit(alone, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
-    return json.loads(answer) if answer[:1] in "[{" else answer
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
