@@ -19,6 +19,12 @@ COMMON_LIMIT = 1024
 #: Deeper than ``COMMON_LIMIT`` descriptors could follow, one per level, and still within ``PATH_MAX``
 #: with one-letter names (each level "d/"), so a tool can be given a path to its deepest file.
 DEPTH = 1500
+#: The environment of a server whose walks stay in one process (``SYSMCP_SCAN_PROCESSES``). Why, under a
+#: lowered limit: a walk still going after ``Sharing.split_after_s`` (10 ms) is split, and the split reads
+#: a chain of directories one at a time from the root, holding two or three descriptors, so a deep tree
+#: is then walked in full where the unsplit walk (its budget of 64 descriptors) runs out. Which of the two
+#: a call gets would hang on how fast the first 10 ms went; in one process it is always the second.
+ONE_PROCESS = {"SYSMCP_SCAN_PROCESSES": "1"}
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from sysmcp.engine.paths import real_root
 from sysmcp.reclaim import PlanRequest, build_plan
 from sysmcp.reclaim import _classes as classes
 from sysmcp.reclaim._classes import RootsLayout
+from tests.descriptors import counted_alone, open_descriptors
 
 PLACES = (
     "apt/archives/x.deb",
@@ -162,10 +163,6 @@ def test_stray_core_files_in_the_root_directory_are_still_found(tmp_path: Path) 
     assert listed == expected and all(path.startswith(b"/") for path in listed)
 
 
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
 def test_a_deep_tree_holds_few_descriptors_and_every_file_is_still_found(tmp_path: Path) -> None:
     """A user who owns a place a class walks (their caches) nests a directory a few thousand levels deep
@@ -186,18 +183,25 @@ def test_a_deep_tree_holds_few_descriptors_and_every_file_is_still_found(tmp_pat
     (cache / "z").write_bytes(b"after the deep branch")
     (cache / "d/e").mkdir()
     (cache / "d/e/g").write_bytes(b"in a sibling after the deep branch")
-    before = open_descriptors()
-    most = 0
 
-    def counting(_name: bytes) -> bool:
-        nonlocal most
-        most = max(most, open_descriptors() - before)
-        return True
+    def walk() -> list[Any]:
+        before = open_descriptors()
+        most = 0
 
-    listed = {path for path, _st in classes.regular_files([os.fsencode(cache)], counting)}
-    assert listed == {os.fsencode(p) for p in [*names, cache / "z", cache / "d/e/g"]}
+        def counting(_name: bytes) -> bool:
+            nonlocal most
+            most = max(most, open_descriptors() - before)
+            return True
+
+        listed = sorted(
+            os.fsdecode(path) for path, _st in classes.regular_files([os.fsencode(cache)], counting)
+        )
+        return [listed, most, open_descriptors() - before]
+
+    listed, most, left_open = counted_alone(walk)
+    assert listed == sorted(str(p) for p in [*names, cache / "z", cache / "d/e/g"])
     assert most <= classes.WALK_DESCRIPTORS + 2, most
-    assert open_descriptors() == before
+    assert left_open == 0
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
@@ -209,19 +213,24 @@ def test_a_walk_left_part_way_or_failing_part_way_closes_every_descriptor(tmp_pa
         deep = deep / "d"
         deep.mkdir(parents=True)
         (deep / "f").write_bytes(b"x")
-    before = open_descriptors()
-    walk = classes._below(os.fsencode(tmp_path / "c"), None, True)  # a generator
-    for _ in range(90):
-        next(walk)
-    walk.close()
-    assert open_descriptors() == before
 
     def failing(name: bytes) -> bool:
         raise RuntimeError("stop")
 
-    with pytest.raises(RuntimeError):
-        list(classes._below(os.fsencode(tmp_path / "c"), failing, True))
-    assert open_descriptors() == before
+    def walk() -> list[int]:
+        before = open_descriptors()
+        walk = classes._below(os.fsencode(tmp_path / "c"), None, True)  # a generator
+        for _ in range(90):
+            next(walk)
+        held = open_descriptors() - before
+        walk.close()
+        abandoned = open_descriptors() - before
+        with pytest.raises(RuntimeError):
+            list(classes._below(os.fsencode(tmp_path / "c"), failing, True))
+        return [held, abandoned, open_descriptors() - before]
+
+    held, abandoned, failed = counted_alone(walk)
+    assert held > 0 and abandoned == 0 and failed == 0
 
 
 def test_a_deep_walk_whose_directory_was_moved_out_lists_nothing_where_it_went(tmp_path: Path) -> None:

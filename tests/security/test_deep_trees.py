@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deep_trees import DEPTH, nest, put, server_with_limit
+from tests.deep_trees import DEPTH, ONE_PROCESS, nest, put, server_with_limit
 from tests.wire import result_text, spawn
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +45,8 @@ async def test_verify_checksums_under_roots_checks_entries_deeper_than_the_descr
             assert f"{count} OK, 0 FAILED, 0 MISSING, 0 unreadable" in text, text
 
 
-#: A soft limit below the walk's own budget of descriptors (64): any tree deeper runs out mid-call.
+#: A soft limit below the walk's own budget of descriptors (64): a walk in one process (``ONE_PROCESS``)
+#: of any tree deeper runs out mid-call.
 SCANT_LIMIT = 56
 
 
@@ -59,7 +60,7 @@ async def test_a_call_out_of_descriptors_is_a_marked_partial_answer_and_the_serv
     (deep_path / "flat").mkdir()
     (deep_path / "flat" / "f").write_bytes(b"x")
     async with spawn(
-        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT), env=ONE_PROCESS
     ) as wire:
         await wire.initialize()
         reply = await wire.call("dir_usage", {"path": str(tree)})
@@ -89,7 +90,7 @@ async def test_a_partial_answer_out_of_descriptors_never_asks_for_more_time(deep
     tree = deep_path / "tree"
     deep_file_and_manifest(tree)
     async with spawn(
-        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT), env=ONE_PROCESS
     ) as wire:
         await wire.initialize()
         for tool, args in (
@@ -111,7 +112,7 @@ async def test_new_files_looked_for_out_of_descriptors_are_a_partial_answer_neve
     tree = deep_path / "tree"
     deep_file_and_manifest(tree)
     async with spawn(
-        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT), env=ONE_PROCESS
     ) as wire:
         await wire.initialize()
         reply = await wire.call(
@@ -136,7 +137,7 @@ async def test_a_plan_whose_search_for_duplicates_ran_out_of_descriptors_is_not_
     for level in (levels[0], levels[-1]):
         put(tree, f"{level}/copy", b"the same bytes")
     async with spawn(
-        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT)
+        "--no-history", "--root", str(deep_path), command=server_with_limit(SCANT_LIMIT), env=ONE_PROCESS
     ) as wire:
         await wire.initialize()
         reply = await wire.call("reclaim_plan", {"path": str(tree), "duplicates": True})

@@ -29,6 +29,7 @@ from sysmcp.engine.hashing._manifests import LineParser
 from sysmcp.engine.hashing._verify_request import Tuning
 from sysmcp.engine.paths import PathPolicy
 from sysmcp.tools import verify_checksums
+from tests.descriptors import counted_alone, open_descriptors
 
 
 def verified(*args: Any, tuning: Tuning, **kwargs: Any) -> Verification:
@@ -328,11 +329,21 @@ def test_more_directories_than_listings_kept_open_are_each_listed_once_and_close
         return real_list_for(path, wanted)
 
     monkeypatch.setattr(verify_ranges, "list_for", counted)
-    descriptors = len(os.listdir("/proc/self/fd"))
     run = Run(monkeypatch, settled_ns=SETTLED, max_listings=2)
-    verdicts, _, _ = run(text, tmp_path)
-    assert verdicts == [("OK", "sha256", "")] * len(names)
+
+    def check() -> list[object]:
+        descriptors = open_descriptors()
+        verdicts, _, _ = run(text, tmp_path)
+        return [
+            verdicts,
+            [os.fsdecode(path) for path in listed],
+            run.fallbacks,
+            open_descriptors() - descriptors,
+        ]
+
+    verdicts, listed_here, fallbacks, left_open = counted_alone(check)
+    assert verdicts == [["OK", "sha256", ""]] * len(names)
     ranges = verify_ranges.ranges_for(len(text), 1)[1]
-    assert len(listed) <= 5 * ranges and Counter(listed).most_common(1)[0][1] <= ranges
-    assert 0 < run.fallbacks < len(names)  # evicted directories' names went one by one
-    assert len(os.listdir("/proc/self/fd")) == descriptors  # every listing closed, the evicted ones too
+    assert len(listed_here) <= 5 * ranges and Counter(listed_here).most_common(1)[0][1] <= ranges
+    assert 0 < fallbacks < len(names)  # evicted directories' names went one by one
+    assert left_open == 0  # every listing closed, the evicted ones too

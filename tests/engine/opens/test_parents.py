@@ -12,21 +12,7 @@ import pytest
 
 from sysmcp.engine.opens import KEPT_LEVELS, Parents
 from tests.deep_trees import COMMON_LIMIT, DEPTH, nest, put, under_limit
-
-
-def open_descriptors(place: Path) -> int:
-    """This process's descriptors of ``place``, a directory below it or one on its way from ``/``: the
-    ones ``Parents`` opens. Not every descriptor: another thread of the test process (or the collector
-    closing a file an earlier test dropped) opens and closes its own at any moment."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since the listing (the listing's own descriptor among them)
-            continue
-        if target == "/" or f"{place}/".startswith(f"{target}/") or target.startswith(f"{place}/"):
-            count += 1
-    return count
+from tests.descriptors import counted_alone, open_descriptors
 
 
 def test_each_path_is_reached_in_its_own_directory_and_close_leaves_no_descriptor_of_any_thread(
@@ -36,23 +22,29 @@ def test_each_path_is_reached_in_its_own_directory_and_close_leaves_no_descripto
     for name in names:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(name.encode())
-    before = open_descriptors(tmp_path)
-    parents = Parents()
 
-    def look_at_all() -> None:
-        for name in names:
-            dir_fd, last = parents.parent(os.fsencode(tmp_path / name))
-            assert (
-                os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_ino == (tmp_path / name).stat().st_ino
-            )
+    def look() -> list[int]:
+        before = open_descriptors()
+        parents = Parents()
 
-    look_at_all()
-    other = threading.Thread(target=look_at_all)
-    other.start()
-    other.join()
-    assert open_descriptors(tmp_path) > before
-    parents.close()
-    assert open_descriptors(tmp_path) == before
+        def look_at_all() -> None:
+            for name in names:
+                dir_fd, last = parents.parent(os.fsencode(tmp_path / name))
+                assert (
+                    os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_ino
+                    == (tmp_path / name).stat().st_ino
+                )
+
+        look_at_all()
+        other = threading.Thread(target=look_at_all)
+        other.start()
+        other.join()
+        held = open_descriptors() - before
+        parents.close()
+        return [held, open_descriptors() - before]
+
+    held, left_open = counted_alone(look)
+    assert held > 0 and left_open == 0
 
 
 def test_a_directory_on_the_way_that_is_a_symlink_is_refused_not_followed(tmp_path: Path) -> None:
@@ -71,12 +63,18 @@ def test_a_directory_on_the_way_that_is_a_symlink_is_refused_not_followed(tmp_pa
 
 def test_a_with_block_closes_every_descriptor_even_when_it_raises(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
-    before = open_descriptors(tmp_path)
-    with pytest.raises(LookupError), Parents() as parents:
-        parents.parent(os.fsencode(tmp_path / "a" / "b" / "f"))
-        assert open_descriptors(tmp_path) > before
-        raise LookupError
-    assert open_descriptors(tmp_path) == before
+
+    def look() -> list[int]:
+        before = open_descriptors()
+        held = 0
+        with pytest.raises(LookupError), Parents() as parents:
+            parents.parent(os.fsencode(tmp_path / "a" / "b" / "f"))
+            held = open_descriptors() - before
+            raise LookupError
+        return [held, open_descriptors() - before]
+
+    held, left_open = counted_alone(look)
+    assert held > 0 and left_open == 0
 
 
 def test_a_path_deeper_than_the_descriptor_limit_is_reached_holding_a_bounded_number_of_descriptors(
@@ -85,14 +83,22 @@ def test_a_path_deeper_than_the_descriptor_limit_is_reached_holding_a_bounded_nu
     levels = nest(deep_path, DEPTH)
     put(deep_path, levels[-1] + "/f", b"deepest")
     put(deep_path, levels[99] + "/g", b"shallower")
-    before = open_descriptors(deep_path)
-    with Parents() as parents:
-        for relative in (levels[-1] + "/f", levels[99] + "/g", levels[-1] + "/f", levels[-1] + "/h"):
-            dir_fd, last = parents.parent(os.fsencode(deep_path) + b"/" + relative.encode())
-            assert open_descriptors(deep_path) - before <= KEPT_LEVELS + 1  # "/" and the kept levels
-            if last != b"h":
-                assert os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_size in (7, 9)
-    assert open_descriptors(deep_path) == before
+
+    def look() -> list[object]:
+        before = open_descriptors()
+        most = 0
+        sizes: list[int] = []
+        with Parents() as parents:
+            for relative in (levels[-1] + "/f", levels[99] + "/g", levels[-1] + "/f", levels[-1] + "/h"):
+                dir_fd, last = parents.parent(os.fsencode(deep_path) + b"/" + relative.encode())
+                most = max(most, open_descriptors() - before)
+                if last != b"h":
+                    sizes.append(os.stat(last, dir_fd=dir_fd, follow_symlinks=False).st_size)
+        return [most, sizes, open_descriptors() - before]
+
+    most, sizes, left_open = counted_alone(look)
+    assert 0 < most <= KEPT_LEVELS + 1  # "/" and the kept levels
+    assert sizes == [7, 9, 7] and left_open == 0
 
 
 def test_a_symlink_on_the_way_back_to_a_closed_level_is_refused_not_followed(deep_path: Path) -> None:

@@ -56,3 +56,26 @@ def test_a_totals_walk_out_of_descriptors_stops_partial_never_calls_a_directory_
     stopped, skipped = json.loads(under_limit(walk, limit))
     assert stopped is not None and f"limit of {limit:,}" in stopped
     assert skipped == {}
+
+
+def test_a_split_walk_reads_a_chain_deeper_than_its_descriptors_in_full(deep_path: Path) -> None:
+    """Where the walk is split (``Sharing.split_after_s`` passed, here at once), the split reads the waiting
+    chain one directory at a time from the root, holding two or three descriptors: a tree the unsplit walk
+    runs out of descriptors in is counted in full, the better answer, never a partial one. (The servers the
+    wire tests start under a lowered limit walk in one process, so theirs run out every time.)"""
+    from sysmcp.engine.parallel import Sharing
+    from sysmcp.engine.usage import UsageRequest, scan_usage
+
+    levels = nest(deep_path, 200)
+    put(deep_path, f"{levels[-1]}/f", b"deepest")
+    limit = lowest_free_descriptor() + ROOM
+
+    def walk(sharing: Sharing) -> str:
+        request = UsageRequest(0, 0, 1, True, 0, 60.0, root=os.fsencode(deep_path))
+        usage = scan_usage(request, sharing=sharing)
+        return json.dumps([usage.stopped, usage.totals.files if usage.totals is not None else -1])
+
+    split = json.loads(under_limit(lambda: walk(Sharing(processes=2, split_after_s=0.0)), limit))
+    assert split == [None, 1]
+    stopped, files = json.loads(under_limit(lambda: walk(Sharing(processes=1)), limit))
+    assert stopped is not None and f"limit of {limit:,}" in stopped and files == 0

@@ -29,6 +29,7 @@ from sysmcp.engine.walk import (
     walk_files,
 )
 from sysmcp.engine.walk._types import FileEntry
+from tests.descriptors import counted_alone, open_descriptors
 from tests.profile import UNDER_POSIX_PROFILE
 
 
@@ -285,10 +286,13 @@ def test_cancellation_from_the_checkpoint_propagates_and_closes_descriptors(tmp_
     def cancel() -> None:
         raise Cancelled
 
-    before = len(os.listdir("/proc/self/fd"))
-    with pytest.raises(Cancelled):
-        list(Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), cancel).events())
-    assert len(os.listdir("/proc/self/fd")) == before
+    def walk() -> int:
+        before = open_descriptors()
+        with pytest.raises(Cancelled):
+            list(Scanner(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), cancel).events())
+        return open_descriptors() - before
+
+    assert counted_alone(walk) == 0
 
 
 def test_listings_come_before_the_directory_finishes(tmp_path: Path) -> None:
@@ -435,11 +439,17 @@ def test_a_consumer_that_stops_early_leaves_no_descriptor_open(tmp_path: Path) -
     for i in range(5):
         (tmp_path / f"d{i}").mkdir()
         (tmp_path / f"d{i}" / "f").write_bytes(b"f")
-    before = len(os.listdir("/proc/self/fd"))
-    walker = walk_files(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), _noop)
-    next(walker)
-    walker.close()
-    assert len(os.listdir("/proc/self/fd")) == before
+
+    def walk() -> list[int]:
+        before = open_descriptors()
+        walker = walk_files(os.fsencode(tmp_path), WalkOptions(), SkipCounter(), _noop)
+        next(walker)
+        held = open_descriptors() - before
+        walker.close()
+        return [held, open_descriptors() - before]
+
+    held, left_open = counted_alone(walk)
+    assert held > 0 and left_open == 0
 
 
 def test_mount_points_from_the_mount_table_are_skipped_without_being_looked_at(tmp_path: Path) -> None:
