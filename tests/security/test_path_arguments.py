@@ -202,3 +202,29 @@ def test_dot_dot_is_checked_against_the_roots_where_the_kernel_takes_it(tree: Pa
         refused = answer(confined, raw)
         assert isinstance(refused, EngineError), raw
         assert "outside the operator's roots" in as_tool_error(refused).message, raw
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "argument"), PATH_ARGUMENTS)
+async def test_a_dangling_symlink_is_named_with_where_it_leads_by_every_tool(
+    tree: Path, name: str, argument: str
+) -> None:
+    """file_sha256 named the link and its missing target; hash_tree, dir_usage, find_duplicates (and
+    the rest) named only the target, a name the caller never gave. Now every tool says both, alike."""
+    (tree / "gone").symlink_to("d/missing-dir")
+    extra = {"base_dir": str(tree)} if argument == "manifest" else {"manifest": f"{'0' * 64}  f"}
+    if name != "verify_checksums":
+        extra = {}
+    for roots in (None, [tree.parent]):
+        said = await words_of(name, roots, **{argument: f"{tree}/dang"}, **extra)
+        assert (
+            said
+            == f"No such file or directory: {tree}/dang is a symbolic link to {tree}/nowhere, which does not exist"
+        ), (name, said)
+        said = await words_of(name, roots, **{argument: f"{tree}/gone"}, **extra)
+        assert said.endswith(f"/gone is a symbolic link to {tree}/d/missing-dir, which does not exist"), said
+        said = await words_of(name, roots, **{argument: f"{tree}/gone/x"}, **extra)
+        assert said == (
+            f"No such file or directory: {tree}/gone/x leads through a symbolic link to {tree}/d/missing-dir/x, "
+            "which does not exist"
+        ), (name, said)

@@ -509,8 +509,12 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     resolved, links = "/", 0
     is_directory: bool | None = True  # what ``resolved`` names; None: it could not be looked at
     lost: OSError | None = None  # why the first name that could not be looked at could not be
+    own = len(pending)  # the names of ``path`` itself lie below this in ``pending``, links' above
+    dangling = last_is_link = False  # a link's target is missing; the path's last name is a link
     while pending:
         part = pending.pop()
+        is_own = len(pending) < own
+        own = min(own, len(pending))
         if strict and is_directory is False:
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), resolved)
         if part == ".":
@@ -526,8 +530,11 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
         try:
             st = os.lstat(candidate)
         except OSError as exc:  # missing, or not to be looked into: taken as written, as realpath takes it
+            dangling = dangling or (lost is None and not is_own and exc.errno == errno.ENOENT)
             resolved, is_directory, lost = candidate, None, lost or exc
             continue
+        if is_own and own == 0:
+            last_is_link = stat.S_ISLNK(st.st_mode)
         if not stat.S_ISLNK(st.st_mode):
             resolved, is_directory = candidate, stat.S_ISDIR(st.st_mode)
             continue
@@ -538,7 +545,19 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
         if target.startswith("/"):
             resolved = "/"
         pending.extend(reversed(_steps(target)))
+    if strict and dangling:
+        raise _Dangling(resolved, last_is_link)
     return resolved
+
+
+class _Dangling(Exception):
+    """Resolution followed a symlink to a name that does not exist (``real``: where it led;
+    ``named``: whether the path's own last name is that link, else a link on the way)."""
+
+    def __init__(self, real: str, named: bool) -> None:
+        super().__init__(real)
+        self.real = real
+        self.named = named
 
 
 def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) -> str:
@@ -565,6 +584,12 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
         return _resolve(expanded, confine, strict)
+    except _Dangling as led:
+        how = "is a symbolic link to" if led.named else "leads through a symbolic link to"
+        raise NotFound(
+            f"No such file or directory: {printable(expanded)} {how} {printable(led.real)}, which does not exist",
+            reason="dangling",
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ENOTDIR:
             raise WrongKind(f"Not a directory: {echo(raw)}", reason="not_directory") from None
