@@ -218,13 +218,12 @@ async def test_a_dangling_symlink_is_named_with_where_it_leads_by_every_tool(
     for roots in (None, [tree.parent]):
         said = await words_of(name, roots, **{argument: f"{tree}/dang"}, **extra)
         assert (
-            said
-            == f"No such file or directory: {tree}/dang is a symbolic link to {tree}/nowhere, which does not exist"
+            said == f"No such file: {tree}/dang is a symbolic link to {tree}/nowhere, which does not exist"
         ), (name, said)
         said = await words_of(name, roots, **{argument: f"{tree}/gone"}, **extra)
         assert said.endswith(f"/gone is a symbolic link to {tree}/d/missing-dir, which does not exist"), said
         said = await words_of(name, roots, **{argument: f"{tree}/gone/x"}, **extra)
         assert said == (
-            f"No such file or directory: {tree}/gone/x leads through a symbolic link to {tree}/d/missing-dir/x, "
+            f"No such file: {tree}/gone/x leads through a symbolic link to {tree}/d/missing-dir/x, "
             "which does not exist"
         ), (name, said)
