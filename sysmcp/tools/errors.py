@@ -44,6 +44,18 @@ _ADVICE: dict[tuple[type[EngineError], str], str] = {
     (InvalidPath, "user_home"): (
         ": under roots no user is looked up (the user database lies outside them), so give the absolute path"
     ),
+    (WrongKind, "not_directory"): (
+        ": a name with '/', '/.', '/..' or another name after it must be a directory, as the kernel (and "
+        "stat, ls, sha256sum) looks it up; name a file without them"
+    ),
+    (NotFound, "before_dot_dot"): (
+        ": a name before a '..' does not exist, and the kernel (and stat, realpath) looks each name up "
+        "before going back up"
+    ),
+    (PermissionRefused, "before_dot_dot"): (
+        ": a name before a '..' cannot be looked at, and the kernel (and stat, realpath) looks each name "
+        "up before going back up"
+    ),
     (Refused, "replaced"): "; try again",
     (WrongKind, "not_regular"): "; only regular files can be read",
     (WrongKind, "symlink"): _SWAPPED_WHY,

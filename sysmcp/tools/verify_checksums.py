@@ -99,13 +99,15 @@ class VerifyChecksums:
 
 
 def confine_to(policy: PathPolicy) -> Confine | None:
-    """Where a name resolves inside the allowed roots (None: outside them), or None when there are none."""
+    """Where a name resolves inside the allowed roots (None: outside them), or None when there are none.
+    Resolved as ``realpath`` resolves, past where the kernel would stop (``f/``, ``gone/../f``): the
+    check finds that stop itself and gives the name the verdict ``sha256sum -c`` gives it."""
     if policy.allowed is None:
         return None
 
     def confine(path: bytes) -> bytes | None:
         try:
-            return os.fsencode(policy.resolve(os.fsdecode(path)))
+            return os.fsencode(policy.resolve(os.fsdecode(path), strict=False))
         except (ToolError, EngineError):
             return None
 
@@ -387,9 +389,16 @@ def _summary(answer: VerifyChecksums) -> str:
 
 
 def _hashed(answer: VerifyChecksums, seconds: float) -> str:
-    """'(2 sha256, 1 blake3; 1.2 GiB hashed in 3.40 s)' or '(nothing hashed; 0.01 s)'."""
+    """'(2 sha256, 1 blake3; 1.2 GiB hashed in 3.40 s)' or '(nothing hashed; 0.01 s)'; bytes read of
+    which no digest came (a file that changed while being read, one whose read failed or was stopped
+    half-way) are said as read, never as nothing."""
     if not answer.algorithms:
-        return f"(nothing hashed; {seconds:.2f} s)"
+        if not answer.bytes_hashed:
+            return f"(nothing hashed; {seconds:.2f} s)"
+        read = f"no digest settled: {human_bytes(answer.bytes_hashed)} read in {seconds:.2f} s"
+        if answer.unreadable:
+            return f"({read}, of files that changed or could not be read to the end: see UNREADABLE)"
+        return f"({read} before checking stopped)"
     each = ", ".join(f"{n:,} {a}" for a, n in answer.algorithms.items())
     return f"({each}; {human_bytes(answer.bytes_hashed)} hashed in {seconds:.2f} s)"
 

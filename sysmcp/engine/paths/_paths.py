@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from sysmcp.engine.faults import InvalidPath, OutsideRoots
+from sysmcp.engine.faults import InvalidPath, NotFound, OutsideRoots, PermissionRefused, WrongKind
 
 #: How much of a model-supplied path is echoed back in a refusal.
 MAX_ECHO = 200
@@ -381,16 +381,22 @@ class PathPolicy:
             named=[Path(os.path.abspath(r)) for r in roots or ()],
         )
 
-    def resolve(self, raw: str) -> Path:
+    def resolve(self, raw: str, *, strict: bool = True) -> Path:
         """An absolute, symlink-free path inside the allowed roots; else ``OutsideRoots`` naming the rule,
-        or ``InvalidPath``.
+        or ``InvalidPath``; ``WrongKind`` or ``NotFound`` where the kernel would stop on the way (``f/``,
+        ``missing/../f``), unless not ``strict`` (then it goes on as ``realpath`` does: for a caller that
+        tells where the kernel stops itself, such as a checksum manifest's names).
 
         The error never shows what the path resolved to: a symlink's hidden target stays hidden.
         """
-        return Path(self.resolve_str(raw))
+        return Path(self._resolved(raw, strict))
 
     def resolve_str(self, raw: str) -> str:
-        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing.
+        """``resolve`` as a ``str``, without building a ``Path`` when no roots need comparing."""
+        return self._resolved(raw, True)
+
+    def _resolved(self, raw: str, strict: bool) -> str:
+        """``raw`` resolved (``_realpath``; ``strict``: stopping where the kernel stops).
 
         Under roots, the path is resolved one name at a time and refused at the first name that is
         neither inside a root nor a directory leading down to one: a symlink's target outside them
@@ -399,10 +405,10 @@ class PathPolicy:
         """
         allowed = self.allowed
         if allowed is None:
-            return _realpath(raw)
+            return _realpath(raw, None, strict)
         shown = echo(raw)
         looked = [*allowed, *self.named, *self.client_named]
-        real = _realpath(raw, _Confine(looked, lambda left: self._refuse(left, shown)))
+        real = _realpath(raw, _Confine(looked, lambda left: self._refuse(left, shown)), strict)
         self.check(Path(real), shown)
         return real
 
@@ -416,7 +422,7 @@ class PathPolicy:
             return None
         looked = [*allowed, *self.named, *self.client_named]
         try:
-            _realpath(raw, _Confine(looked, _leave))
+            _realpath(raw, _Confine(looked, _leave), strict=False)
         except _Left as left:
             return left.way
         except InvalidPath:
@@ -568,32 +574,61 @@ def _leave(way: str) -> NoReturn:
 MAX_LINKS = 40
 
 
-def _resolve_confined(path: str, confine: _Confine) -> str:
-    """``os.path.realpath(path)`` (``path`` absolute) that looks at a name only where ``confine`` lets
-    it: at the first other one it calls ``confine.refuse`` with that name and the rest of the way after
-    it (as the path and the links followed spell it), and ``refuse`` raises. A missing name (or one that
-    cannot be looked at) is taken as written and the looking goes on after it, as ``realpath`` does:
-    a ``..`` after it comes back to names that exist, and a symlink among those is followed and checked
-    like any other (``root/missing/../link-out`` is the link's target, not ``root/link-out``)."""
-    pending = [part for part in reversed(path.split("/")) if part]
+def _steps(path: str) -> list[str]:
+    """The names of ``path`` in the order they are looked up, a ``/`` that ends it as ``.`` (the
+    kernel takes ``d/`` as ``d/.``: the name before it must be a directory), empty ones left out."""
+    steps = [part for part in path.split("/") if part]
+    if steps and path.endswith("/"):
+        steps.append(".")
+    return steps
+
+
+def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
+    """``path`` (absolute) with every symlink resolved, looked up one name at a time as the kernel
+    looks it up: a symlink before a ``..`` is resolved first, so the ``..`` leaves where it led.
+
+    ``strict``: where the kernel stops, so does this: at a name that is not a directory yet has a
+    ``/`` or another name after it (ENOTDIR), and at a ``..`` after a name that could not be looked
+    at (its error: ENOENT, EACCES), which ``realpath`` would take as written and leave. Not strict,
+    it goes on as ``realpath`` does (a caller asking where the kernel stops itself). A missing name
+    (or one that cannot be looked at) with no ``..`` after it is taken as written either way: the
+    open that follows says what the kernel says of it.
+
+    With ``confine``, a name is looked at only where ``confine`` lets it: at the first other one it
+    calls ``confine.refuse`` with that name and the rest of the way after it (as the path and the
+    links followed spell it), and ``refuse`` raises."""
+    pending = list(reversed(_steps(path)))
     resolved, links = "/", 0
+    is_directory: bool | None = True  # what ``resolved`` names; None: it could not be looked at
+    lost: OSError | None = None  # why the first name that could not be looked at could not be
+    own = len(pending)  # the names of ``path`` itself lie below this in ``pending``, links' above
+    dangling = last_is_link = False  # a link's target is missing; the path's last name is a link
     while pending:
         part = pending.pop()
+        is_own = len(pending) < own
+        own = min(own, len(pending))
+        if strict and is_directory is False:
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), resolved)
         if part == ".":
             continue
         if part == "..":
-            resolved = os.path.dirname(resolved)
+            if strict and lost is not None:
+                raise lost
+            resolved, is_directory = os.path.dirname(resolved), True
             continue
         candidate = os.path.join(resolved, part)
-        if not confine.may_look(candidate):
+        if confine is not None and not confine.may_look(candidate):
             confine.refuse("/".join([candidate, *reversed(pending)]))
         try:
             st = os.lstat(candidate)
-        except OSError:  # missing, or not to be looked into: taken as written, as realpath takes it
-            resolved = candidate
+        except OSError as exc:  # missing, or not to be looked into: taken as written, as realpath takes it
+            dangling = dangling or (lost is None and not is_own and exc.errno == errno.ENOENT)
+            resolved, is_directory, lost = candidate, None, lost or exc
             continue
+        if is_own and own == 0:
+            last_is_link = stat.S_ISLNK(st.st_mode)
         if not stat.S_ISLNK(st.st_mode):
-            resolved = candidate
+            resolved, is_directory = candidate, stat.S_ISDIR(st.st_mode)
             continue
         links += 1
         if links > MAX_LINKS:
@@ -601,14 +636,29 @@ def _resolve_confined(path: str, confine: _Confine) -> str:
         target = os.readlink(candidate)
         if target.startswith("/"):
             resolved = "/"
-        pending.extend(part for part in reversed(target.split("/")) if part)
+        pending.extend(reversed(_steps(target)))
+    if strict and dangling:
+        raise _Dangling(resolved, last_is_link)
     return resolved
 
 
-def _realpath(raw: str, confine: _Confine | None = None) -> str:
-    """``raw`` expanded and resolved (absolute, normalised, no symlinks), or ``InvalidPath`` saying why;
-    with ``confine``, resolved without looking at a name outside the roots (``_resolve_confined``), nor
-    a user's home in the user database ('~name'; '~' is this process's $HOME)."""
+class _Dangling(Exception):
+    """Resolution followed a symlink to a name that does not exist (``real``: where it led;
+    ``named``: whether the path's own last name is that link, else a link on the way)."""
+
+    def __init__(self, real: str, named: bool) -> None:
+        super().__init__(real)
+        self.real = real
+        self.named = named
+
+
+def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) -> str:
+    """``raw`` expanded and resolved (absolute, normalised, no symlinks: ``_resolve``), or ``InvalidPath``
+    saying why; ``WrongKind`` (``reason="not_directory"``) where a name that is no directory has a ``/``
+    or a name after it, ``NotFound`` or ``PermissionRefused`` (``reason="before_dot_dot"``) where a
+    ``..`` follows a name that cannot be looked at. With ``confine``, resolved without looking at a
+    name outside the roots, nor a user's home in the user database ('~name'; '~' is this process's
+    $HOME)."""
     if not raw:
         raise InvalidPath("path is empty", reason="empty")
     if "\x00" in raw:
@@ -625,23 +675,23 @@ def _realpath(raw: str, confine: _Confine | None = None) -> str:
             raise InvalidPath(
                 f"path {echo(raw)} is too long: at most {PATH_MAX - 1} bytes, {NAME_MAX} per component"
             )
-        return _realpath_unconfined(expanded) if confine is None else _resolve_confined(expanded, confine)
+        return _resolve(expanded, confine, strict)
+    except _Dangling as led:
+        how = "is a symbolic link to" if led.named else "leads through a symbolic link to"
+        raise NotFound(
+            f"No such file: {printable(expanded)} {how} {printable(led.real)}, which does not exist",
+            reason="dangling",
+        ) from None
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise WrongKind(f"Not a directory: {echo(raw)}", reason="not_directory") from None
+        if exc.errno == errno.ENOENT:
+            raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
-
-
-def _realpath_unconfined(expanded: str) -> str:
-    """``os.path.realpath``, but a symlink loop on the way is ELOOP, as the kernel and ``_resolve_confined``
-    say: the lenient ``realpath`` returns the looping name itself, which then reads as a symlink swapped
-    in after the check when a tool opens it."""
-    try:
-        return os.path.realpath(expanded, strict=True)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise
-    return os.path.realpath(expanded)  # a missing name (or one not to be looked into) taken as written
 
 
 def too_long(encoded: bytes) -> bool:
