@@ -679,7 +679,7 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
     except _Dangling as led:
         how = "is a symbolic link to" if led.named else "leads through a symbolic link to"
         raise NotFound(
-            f"No such file: {printable(expanded)} {how} {printable(led.real)}, which does not exist",
+            f"No such file: {escaped(expanded)} {how} {escaped(led.real)}, which does not exist",
             reason="dangling",
         ) from None
     except OSError as exc:
