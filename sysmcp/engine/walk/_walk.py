@@ -194,8 +194,11 @@ class Scanner:
             budget, skipped = self.fd_budget, self.skipped
             # The inode numbers of the directories the walk is inside of: one met again below itself (the
             # device too, checked on the stack) is a bind mount of it made since the mount table was
-            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple.
+            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple. A number
+            # two of them share (on two devices: every tmpfs numbers from 1) is counted in ``repeated``:
+            # leaving the deeper one keeps the number for the one still above.
             inside = {frame.ino for frame in self._above(top)}
+            repeated: dict[int, int] = {}
             try:
                 cancel()
                 if not top.listed:
@@ -214,13 +217,17 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
-                        if st.st_ino in inside and self._inside(top, st):
+                        known = st.st_ino in inside
+                        if known and self._inside(top, st):
                             skipped.add("directory_loop")
                             continue
                         child = enter(top, name, st)
                         if child is None:
                             continue
-                        inside.add(st.st_ino)
+                        if known:
+                            repeated[st.st_ino] = repeated.get(st.st_ino, 0) + 1
+                        else:
+                            inside.add(st.st_ino)
                         stack.append(child)
                         if len(stack) > budget:
                             self._close(stack[-budget - 1])
@@ -229,7 +236,12 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
-                        inside.discard(top.ino)
+                        if top.ino in repeated:
+                            repeated[top.ino] -= 1
+                            if not repeated[top.ino]:
+                                del repeated[top.ino]
+                        else:
+                            inside.discard(top.ino)
                         finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:

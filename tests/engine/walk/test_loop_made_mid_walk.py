@@ -74,3 +74,79 @@ def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice(tmp_path: P
     stopped, skipped, files, dirs = json.loads(done.stdout)
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (1, 2)  # a/trigger; the root and a
+
+
+LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk import Scanner, ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
+
+root = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "one", root], check=True)
+a = os.path.join(root, "a")
+os.mkdir(a)
+os.mkdir(os.path.join(a, "p"))
+os.mkdir(os.path.join(a, "q"))
+open(os.path.join(a, "big"), "wb").write(b"x" * 1000)
+# The walk pops a directory's subdirectories from the end of its listing: the last one listed is walked
+# first. It becomes the other filesystem, the first one listed holds the trigger and the loop.
+first, last = (os.path.join(a, name) for name in os.listdir(a) if name != "big")
+subprocess.run(["mount", "-t", "tmpfs", "two", last], check=True)
+# A fresh tmpfs numbers its inodes from 1 as the first one did: a chain of directories there has every
+# small number, those of root and of a among them, on another device.
+deep = last
+for _ in range(20):
+    deep = os.path.join(deep, "d")
+    os.mkdir(deep)
+assert os.stat(a).st_ino in {os.stat(deep).st_ino - i for i in range(20)}
+os.mkdir(os.path.join(first, "loop"))
+open(os.path.join(first, "trigger"), "wb").write(b"t")
+made = []
+
+def on_file(name, st):
+    # Read in ``first``, after the other filesystem's chain was walked and left: the loop appears now.
+    if name == "trigger" and not made:
+        subprocess.run(["mount", "--bind", a, os.path.join(first, "loop")], check=True)
+        made.append(True)
+    return True
+
+skipped = SkipCounter()
+scanner = Scanner(root.encode(), WalkOptions(one_file_system=False), skipped,
+                  config=ScanConfig(on_file=on_file))
+events = list(scanner.events())
+top = [e for e in events if isinstance(e, SubtreeTotals) and e.relative == ""][0]
+print(json.dumps([bool(made), scanner.stopped, skipped.as_dict(), top.files, top.dirs]))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="mounts in a private mount namespace: Linux only")
+def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_filesystem_was_left(
+    tmp_path: Path,
+) -> None:
+    """The walk remembers the inode numbers it is inside of: leaving a directory of another filesystem
+    that has the number of one above it must not forget that one."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    made, stopped, skipped, files, dirs = json.loads(done.stdout)
+    assert made
+    assert (stopped, skipped) == (None, {"directory_loop": 1})
+    assert (files, dirs) == (2, 24)  # a/big and the trigger; the root, a, the two below it and 20 d
