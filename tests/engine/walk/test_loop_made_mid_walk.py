@@ -150,3 +150,81 @@ def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_fi
     assert made
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (2, 24)  # a/big and the trigger; the root, a, the two below it and 20 d
+
+
+LOOP_IN_A_HANDED_OUT_SUBTREE = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk import Listing, Scanner, SkipCounter, WalkOptions
+
+root, where = sys.argv[1], sys.argv[2]
+c = os.path.join(root, "a", "c")
+os.makedirs(os.path.join(c, "d"))
+open(os.path.join(root, "a", "h"), "wb").write(b"h")
+open(os.path.join(c, "g"), "wb").write(b"g")
+os.mkdir(os.path.join(root, "b"))
+open(os.path.join(root, "b", "f"), "wb").write(b"f" * 1000)
+files = []
+
+def take(event):
+    if isinstance(event, Listing):
+        files.extend(f"{event.relative}/{name}" for name, _ in event.files)
+
+skipped = SkipCounter()
+scanner = Scanner(root.encode(), WalkOptions(), skipped)
+walk = scanner.events()
+for event in walk:
+    take(event)
+    if event.relative == "a" and where == "handed_out":  # c not read yet: d is listed as the loop
+        subprocess.run(["mount", "--bind", root, os.path.join(c, "d")], check=True)
+    if event.relative == "a/c":
+        break  # c read, d waiting on the stack: handed out to another scanner, as a parallel walk does
+if where == "below":
+    os.mkdir(os.path.join(c, "d", "loop"))
+    subprocess.run(["mount", "--bind", root, os.path.join(c, "d", "loop")], check=True)
+subtrees, listings = scanner.detach(8, 1)
+handed_out = [subtree.relative for subtree in subtrees]
+for listing in listings:
+    take(listing)
+for subtree in subtrees:
+    for event in scanner.spawn(subtree, skipped, lambda: None, None).events():
+        take(event)
+for event in walk:
+    take(event)
+scanner.close()
+print(json.dumps([sorted(files), skipped.as_dict(), handed_out]))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
+@pytest.mark.parametrize("where", ["below", "handed_out"])
+def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(tmp_path: Path, where: str) -> None:
+    """A parallel walk hands waiting subdirectories to other scanners: each must know every directory
+    above its subtree, not only the one that handed it out, or a loop to the root (below the subtree,
+    or the subtree itself) is walked again."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            LOOP_IN_A_HANDED_OUT_SUBTREE,
+            str(tmp_path),
+            where,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    files, skipped, handed_out = json.loads(done.stdout)
+    assert ("a/c/d" in handed_out) == (where == "below")  # the loop itself is not handed out
+    assert skipped == {"directory_loop": 1}
+    assert files == ["a/c/g", "a/h", "b/f"]
