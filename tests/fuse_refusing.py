@@ -4,7 +4,7 @@ error. Run by a Python that has ``fusepy`` (Debian's python3-fusepy): ``python3 
 it prints ``ready`` once the kernel has initialised the mount, and serves until unmounted.
 
 Tree: ``f`` (4 bytes), ``ok/a`` (5 bytes), ``ok/refused`` (6 bytes, whose open EMFILE refuses too),
-``busy/b`` (never reached).
+``busy/b`` (never reached); ``unlisted`` is in no listing, and looking it up answers EMFILE.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fusepy import FUSE, FuseOSError, Operations  # type: ignore[import-not-foun
 DIRS = {"/": ["ok", "busy", "f"], "/ok": ["a", "refused"], "/busy": ["b"]}
 FILES = {"/f": b"top\n", "/ok/a": b"okay\n", "/ok/refused": b"never\n", "/busy/b": b"hidden\n"}
 REFUSED = frozenset({"/busy", "/ok/refused"})
+UNLISTED = "/unlisted"
 
 
 class Refusing(Operations):  # type: ignore[misc]
@@ -26,6 +27,8 @@ class Refusing(Operations):  # type: ignore[misc]
         print("ready", flush=True)
 
     def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+        if path == UNLISTED:
+            raise FuseOSError(errno.EMFILE)
         times = {"st_ctime": 0, "st_mtime": 0, "st_atime": 0}
         if path in DIRS:
             return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2, "st_size": 4096, **times}

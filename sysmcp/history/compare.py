@@ -21,7 +21,13 @@ from sysmcp.engine.faults import EngineError
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
 from sysmcp.engine.opens import Parents
 from sysmcp.engine.usage import Usage, UsageRequest, scan_usage
-from sysmcp.engine.walk import ScanStopped, SkipCounter, WalkOptions, mount_points_below, out_of_descriptors
+from sysmcp.engine.walk import (
+    GONE,
+    ScanStopped,
+    SkipCounter,
+    WalkOptions,
+    mount_points_below,
+)
 from sysmcp.history import state
 from sysmcp.history.diff import (
     BaselineDiff,
@@ -405,17 +411,17 @@ def _mounted_over(result: BaselineDiff, root: bytes, options: WalkOptions) -> No
 def _there_now(parents: Parents, root: bytes, relative: bytes, expected: int = stat.S_IFREG) -> int | None:
     """What is at the name of a baseline file the tree hashed now left out, by its ``S_IFMT`` type
     (reached without following a symlink on the way): ``S_IFREG`` for a regular file still there, or
-    one behind a directory this user may not search or that no descriptor was left to open (EMFILE,
-    ENFILE), which tells nothing of it; a symlink, directory or FIFO now is the file gone, the name not;
-    None when nothing is there, or it is behind a symlink. ``expected``: the type the baseline recorded
-    there (a directory, link or special file's), given back where nothing can be told."""
+    one behind a directory that could not be looked into, which tells nothing of it (this user may not
+    search it, no descriptor was left to open it, the filesystem refused it: an I/O error, a FUSE
+    daemon's own EMFILE; or it was replaced while the paths below it were read); a symlink, directory or
+    FIFO now is the file gone, the name not; None when nothing is there, or it is behind a symlink or a
+    file (``GONE``). ``expected``: the type the baseline recorded there (a directory, link or special
+    file's), given back where nothing can be told."""
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
         return stat.S_IFMT(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except PermissionError:
-        return expected
     except OSError as exc:
-        return expected if out_of_descriptors(exc) else None
+        return None if exc.errno in GONE else expected
     except ValueError:  # a stored name that is not normalised ('../x')
         return None
 

@@ -16,6 +16,7 @@ from sysmcp.engine.walk._mountpoints import MountPoint, mount_points_below, moun
 from sysmcp.engine.walk._spill import RUN_BYTES, SortedRuns, read_run
 from sysmcp.engine.walk._totals import Totals, walk_totals
 from sysmcp.engine.walk._types import (
+    GONE,
     Listing,
     Node,
     ScanConfig,
@@ -27,6 +28,7 @@ from sysmcp.engine.walk._types import (
 from sysmcp.engine.walk._walk import NEVER, Scanner, join, walk_files
 
 __all__ = [
+    "GONE",
     "NEVER",
     "RUN_BYTES",
     "Budget",

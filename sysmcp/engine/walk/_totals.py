@@ -60,6 +60,7 @@ class _Walk:
         mounted = self.mounts.get(relative)
         subdirs = []
         apparent = blocks = 0
+        denied = False
         lstat = os.stat
         for at, name in enumerate(names, 1):
             if not at % CHECK_EVERY:
@@ -70,7 +71,12 @@ class _Walk:
             try:
                 st = lstat(name, dir_fd=fd, follow_symlinks=False)
             except OSError as exc:
-                skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
+                if exc.errno in (errno.EACCES, errno.EPERM):  # listed, not searchable (mode r without x)
+                    if not denied:  # one unreadable directory, however many names it holds
+                        skipped.unreadable(relative)
+                    denied = True
+                else:
+                    skipped.add("vanished" if exc.errno == errno.ENOENT else "filesystem_error")
                 continue
             kind = st.st_mode & S_IFMT
             if kind == S_IFDIR:

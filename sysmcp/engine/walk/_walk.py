@@ -146,6 +146,9 @@ class Scanner:
         self._chain: list[Frame] = []  # the stack when detach() was called
         self._split: list[Frame] = []  # directories detach() read to split their subtrees further
         self._stack_ref: list[Frame] | None = None  # the running walk's stack
+        # (dev, ino) of the directories above a detached subtree, the root's included, as they were when
+        # it was reopened through them: a loop to any of them is a loop, however the subtree came here
+        self._ancestors: frozenset[tuple[int, int]] = frozenset()
         self.base_fd: int | None = None  # the root, kept open by detach() for reopening subtrees
         self._match = _exclusion(options.exclude)
         self._pseudo: frozenset[int] | None = None
@@ -170,10 +173,12 @@ class Scanner:
         stack: list[Frame] = []
         if self._start is not None:  # a detached subtree: checked and counted already, not yet open
             top = self._start
-            if not self._reopen(top):
+            above: list[tuple[int, int]] = []
+            if not self._reopen(top, above):
                 if self._stop is not None:  # no descriptor left to open it with
                     self.stopped, self._stop = self._stop.reason, None
                 return
+            self._ancestors = frozenset(above)
         else:
             top = Frame(os.open(self.root, DIR_FLAGS), "", 0, 0, 0, 0, 0)
         stack.append(top)
@@ -194,8 +199,11 @@ class Scanner:
             budget, skipped = self.fd_budget, self.skipped
             # The inode numbers of the directories the walk is inside of: one met again below itself (the
             # device too, checked on the stack) is a bind mount of it made since the mount table was
-            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple.
-            inside = {frame.ino for frame in self._above(top)}
+            # read, a loop (du warns of a cycle there). Numbers alone: a directory costs no tuple. A number
+            # two of them share (on two devices: every tmpfs numbers from 1) is counted in ``repeated``:
+            # leaving the deeper one keeps the number for the one still above.
+            inside = {frame.ino for frame in self._above(top)} | {ino for _, ino in self._ancestors}
+            repeated: dict[int, int] = {}
             try:
                 cancel()
                 if not top.listed:
@@ -214,13 +222,17 @@ class Scanner:
                     if top.subdirs:
                         name, st = top.subdirs.pop()
                         cancel()
-                        if st.st_ino in inside and self._inside(top, st):
+                        known = st.st_ino in inside
+                        if known and self._inside(top, st):
                             skipped.add("directory_loop")
                             continue
                         child = enter(top, name, st)
                         if child is None:
                             continue
-                        inside.add(st.st_ino)
+                        if known:
+                            repeated[st.st_ino] = repeated.get(st.st_ino, 0) + 1
+                        else:
+                            inside.add(st.st_ino)
                         stack.append(child)
                         if len(stack) > budget:
                             self._close(stack[-budget - 1])
@@ -229,7 +241,12 @@ class Scanner:
                             yield listing
                     else:
                         stack.pop()
-                        inside.discard(top.ino)
+                        if top.ino in repeated:
+                            repeated[top.ino] -= 1
+                            if not repeated[top.ino]:
+                                del repeated[top.ino]
+                        else:
+                            inside.discard(top.ino)
                         finish(top, stack, partial=self.stopped is not None)
                         if top.depth <= deepest and not top.held:
                             if top.given:
@@ -254,12 +271,26 @@ class Scanner:
             yield at
             at = at.parent
 
-    def _inside(self, parent: Frame, st: os.stat_result) -> bool:
-        """Whether the directory ``st`` is ``parent`` or one above it (an inode number seen on the stack
-        may be another filesystem's)."""
+    def _inside(self, frame: Frame, st: os.stat_result) -> bool:
+        """Whether the directory ``st`` is ``frame`` or one above it (an inode number alone may be another
+        filesystem's): up ``frame``'s ``parent`` chain (split or handed-out directories), the stack above
+        the frame where that chain meets it, and what is above a detached subtree (``_ancestors``)."""
+        identity = (st.st_dev, st.st_ino)
+        if identity in self._ancestors:
+            return True
         stack = self._stack_ref or []
-        frames = (*stack, *self._above(stack[0])) if stack else tuple(self._above(parent))
-        return any(frame.ino == st.st_ino and frame.dev == st.st_dev for frame in frames)
+        at: Frame | None = frame
+        while at is not None:
+            if (at.dev, at.ino) == identity:
+                return True
+            index = next((i for i, on in enumerate(stack) if on is at), None)
+            if index is None:
+                at = at.parent
+            elif any((on.dev, on.ino) == identity for on in stack[:index]):
+                return True
+            else:
+                at = stack[0].parent  # above this walk's stack: the frames of the walk that handed it out
+        return False
 
     def _unlistable(self, frame: Frame, exc: OSError) -> None:
         """``frame``'s directory could not be listed: out of descriptors (listing takes one of its own)
@@ -675,8 +706,12 @@ class Scanner:
         return bool(self._chain)
 
     def _hand_out(self, parent: Frame, name: str, st: os.stat_result, queue: deque[Frame]) -> None:
-        """Queue a subdirectory as a subtree, unless the walk would not enter it at all."""
+        """Queue a subdirectory as a subtree, unless the walk would not enter it at all (a loop: it is
+        ``parent`` or above it, as the walk's own step checks)."""
         if st.st_dev != parent.dev and not self._admit(parent, name, st):
+            return
+        if self._inside(parent, st):
+            self.skipped.add("directory_loop")
             return
         subtree = self._child(None, parent, name, st)
         subtree.parent = parent
@@ -688,10 +723,11 @@ class Scanner:
         relative = parent.relative + "/" + name if parent.relative else name
         return Frame(fd, relative, parent.depth + 1, st.st_dev, st.st_ino, st.st_size, st.st_blocks * 512)
 
-    def _reopen(self, frame: Frame) -> bool:
+    def _reopen(self, frame: Frame, above: list[tuple[int, int]] | None = None) -> bool:
         """Open a handed-out directory again, name by name from the root with O_NOFOLLOW (a symlink
         swapped in is not followed), and check it is the same inode (else: vanished). An unreadable
-        directory keeps its own size, as ``du`` counts it."""
+        directory keeps its own size, as ``du`` counts it. ``above`` gets the (dev, ino) of each
+        directory on the way, the root first."""
         if self.base_fd is None:
             raise AssertionError("subtrees are reopened from the root detach() kept open")
         reached: list[str] = []
@@ -705,6 +741,9 @@ class Scanner:
             return False
         try:
             for name in frame.relative.split("/"):
+                if above is not None:
+                    st = os.fstat(fd)
+                    above.append((st.st_dev, st.st_ino))
                 reached.append(name)
                 child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)

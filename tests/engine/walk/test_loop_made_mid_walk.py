@@ -74,3 +74,157 @@ def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice(tmp_path: P
     stopped, skipped, files, dirs = json.loads(done.stdout)
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (1, 2)  # a/trigger; the root and a
+
+
+LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk import Scanner, ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
+
+root = sys.argv[1]
+subprocess.run(["mount", "-t", "tmpfs", "one", root], check=True)
+a = os.path.join(root, "a")
+os.mkdir(a)
+os.mkdir(os.path.join(a, "p"))
+os.mkdir(os.path.join(a, "q"))
+open(os.path.join(a, "big"), "wb").write(b"x" * 1000)
+# The walk pops a directory's subdirectories from the end of its listing: the last one listed is walked
+# first. It becomes the other filesystem, the first one listed holds the trigger and the loop.
+first, last = (os.path.join(a, name) for name in os.listdir(a) if name != "big")
+subprocess.run(["mount", "-t", "tmpfs", "two", last], check=True)
+# A fresh tmpfs numbers its inodes from 1 as the first one did: a chain of directories there has every
+# small number, those of root and of a among them, on another device.
+deep = last
+for _ in range(20):
+    deep = os.path.join(deep, "d")
+    os.mkdir(deep)
+assert os.stat(a).st_ino in {os.stat(deep).st_ino - i for i in range(20)}
+os.mkdir(os.path.join(first, "loop"))
+open(os.path.join(first, "trigger"), "wb").write(b"t")
+made = []
+
+def on_file(name, st):
+    # Read in ``first``, after the other filesystem's chain was walked and left: the loop appears now.
+    if name == "trigger" and not made:
+        subprocess.run(["mount", "--bind", a, os.path.join(first, "loop")], check=True)
+        made.append(True)
+    return True
+
+skipped = SkipCounter()
+scanner = Scanner(root.encode(), WalkOptions(one_file_system=False), skipped,
+                  config=ScanConfig(on_file=on_file))
+events = list(scanner.events())
+top = [e for e in events if isinstance(e, SubtreeTotals) and e.relative == ""][0]
+print(json.dumps([bool(made), scanner.stopped, skipped.as_dict(), top.files, top.dirs]))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="mounts in a private mount namespace: Linux only")
+def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_filesystem_was_left(
+    tmp_path: Path,
+) -> None:
+    """The walk remembers the inode numbers it is inside of: leaving a directory of another filesystem
+    that has the number of one above it must not forget that one."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    made, stopped, skipped, files, dirs = json.loads(done.stdout)
+    assert made
+    assert (stopped, skipped) == (None, {"directory_loop": 1})
+    assert (files, dirs) == (2, 24)  # a/big and the trigger; the root, a, the two below it and 20 d
+
+
+LOOP_IN_A_HANDED_OUT_SUBTREE = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk import Listing, Scanner, SkipCounter, WalkOptions
+
+root, where = sys.argv[1], sys.argv[2]
+c = os.path.join(root, "a", "c")
+os.makedirs(os.path.join(c, "d"))
+open(os.path.join(root, "a", "h"), "wb").write(b"h")
+open(os.path.join(c, "g"), "wb").write(b"g")
+os.mkdir(os.path.join(root, "b"))
+open(os.path.join(root, "b", "f"), "wb").write(b"f" * 1000)
+files = []
+
+def take(event):
+    if isinstance(event, Listing):
+        files.extend(f"{event.relative}/{name}" for name, _ in event.files)
+
+skipped = SkipCounter()
+scanner = Scanner(root.encode(), WalkOptions(), skipped)
+walk = scanner.events()
+for event in walk:
+    take(event)
+    if event.relative == "a" and where == "handed_out":  # c not read yet: d is listed as the loop
+        subprocess.run(["mount", "--bind", root, os.path.join(c, "d")], check=True)
+    if event.relative == "a/c":
+        break  # c read, d waiting on the stack: handed out to another scanner, as a parallel walk does
+if where == "below":
+    os.mkdir(os.path.join(c, "d", "loop"))
+    subprocess.run(["mount", "--bind", root, os.path.join(c, "d", "loop")], check=True)
+subtrees, listings = scanner.detach(8, 1)
+handed_out = [subtree.relative for subtree in subtrees]
+for listing in listings:
+    take(listing)
+for subtree in subtrees:
+    for event in scanner.spawn(subtree, skipped, lambda: None, None).events():
+        take(event)
+for event in walk:
+    take(event)
+scanner.close()
+print(json.dumps([sorted(files), skipped.as_dict(), handed_out]))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
+@pytest.mark.parametrize("where", ["below", "handed_out"])
+def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(tmp_path: Path, where: str) -> None:
+    """A parallel walk hands waiting subdirectories to other scanners: each must know every directory
+    above its subtree, not only the one that handed it out, or a loop to the root (below the subtree,
+    or the subtree itself) is walked again."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            LOOP_IN_A_HANDED_OUT_SUBTREE,
+            str(tmp_path),
+            where,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    files, skipped, handed_out = json.loads(done.stdout)
+    assert ("a/c/d" in handed_out) == (where == "below")  # the loop itself is not handed out
+    assert skipped == {"directory_loop": 1}
+    assert files == ["a/c/g", "a/h", "b/f"]

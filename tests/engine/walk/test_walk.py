@@ -732,3 +732,30 @@ def test_a_directory_of_the_root_that_cannot_be_read_keeps_its_row_in_walk_total
         done = python_as_nobody(probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['locked', 'open'] True None {'unreadable': 1}"
+
+
+def test_a_directory_walk_totals_may_list_but_not_search_is_one_unreadable_directory() -> None:
+    """Mode r without x: its names can be listed, none looked at (lstat: permission denied). That is
+    this user's permission, not the filesystem's error, and one directory, however many names it holds."""
+    import shutil
+    import tempfile
+
+    from tests.harness import python_as_nobody
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    with tempfile.TemporaryDirectory(prefix="sysmcp-totals-", dir="/tmp") as box:
+        os.chmod(box, 0o755)
+        half = Path(box) / "half"
+        half.mkdir()
+        for name in ("a", "b", "c"):
+            (half / name).write_bytes(b"x")
+        os.chmod(half, 0o644)
+        probe = (
+            "from sysmcp.engine.walk import walk_totals\n"
+            f"whole, parts, stopped, skipped = walk_totals({box!r}, 60, lambda *_: None, lambda: None)\n"
+            "print(sorted(parts), stopped, skipped.as_dict(), skipped.named)\n"
+        )
+        done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['half'] None {'unreadable': 1} ['half']"
