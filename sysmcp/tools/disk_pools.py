@@ -96,7 +96,7 @@ class BtrfsChunks:
 
     device_bytes: int = prop("The bytes btrfs uses of its devices, added up.")
     unallocated_bytes: int = prop("Device bytes in no chunk.")
-    types: list[ChunkType] = prop()
+    types: list[ChunkType] = prop("Per chunk type: its profile, size and use.")
     global_reserve_bytes: int = prop("Metadata btrfs keeps back for itself.")
     metadata_percent: float | None = prop("(metadata used + global reserve) / metadata size.")
     metadata_full: bool = prop(
@@ -175,18 +175,18 @@ def chunk_line(mount_point: str, allocation: Allocation) -> str | None:
 class ZfsPool:
     """The ZFS pool under a dataset, and the dataset's own limits."""
 
-    pool: str = prop()
+    pool: str = prop("The pool's name.")
     size_bytes: int | None = prop("Null: not known (a pool that cannot be opened).")
-    allocated_bytes: int | None = prop()
-    free_bytes: int | None = prop()
-    fragmentation_percent: int | None = prop()
+    allocated_bytes: int | None = prop("zpool list ALLOC.")
+    free_bytes: int | None = prop("zpool list FREE.")
+    fragmentation_percent: int | None = prop("zpool list FRAG (null: not known).")
     capacity_percent: int | None = prop("Allocated, of size.")
     health: str = prop("ONLINE, DEGRADED, FAULTED, OFFLINE, REMOVED, UNAVAIL or SUSPENDED.")
     pool_full: bool = prop(f"Capacity at {ZPOOL_FULL_PERCENT} % or more: ZFS slows down there.")
-    quota_bytes: int | None = prop("The dataset's quota (null: none); refquota etc. likewise.")
-    refquota_bytes: int | None = prop()
-    reservation_bytes: int | None = prop()
-    refreservation_bytes: int | None = prop()
+    quota_bytes: int | None = prop("The dataset's quota (null: none); the three below likewise.")
+    refquota_bytes: int | None = prop("Its refquota.")
+    reservation_bytes: int | None = prop("Its reservation.")
+    refreservation_bytes: int | None = prop("Its refreservation.")
     held_by: Literal["quota", "refquota"] | None = prop(
         "The dataset's own limit that leaves it the room it has (null: its pool's room, or a parent's quota)."
     )
