@@ -354,3 +354,58 @@ def test_a_plan_kept_before_links_were_refused_for_copies_others_may_write_links
     older = replace(plan, items=tuple(replace(item, no_link=None) for item in plan.items))
     assert outcomes(older) == {"app.conf": "writable_by_others"}
     assert os.lstat(private).st_ino != os.lstat(public).st_ino and os.lstat(public).st_nlink == 1
+
+
+#: Copies of uid/gid 4242 (mode 0664) planned with /etc/passwd and /etc/group replaced, in a private
+#: mount namespace, by the accounts each case gives: whether ``:link`` is offered (``no_link``).
+PRIVATE_GROUP_SCENARIO = textwrap.dedent(
+    """
+    import json, os, subprocess, sys
+    from pathlib import Path
+    from sysmcp.reclaim import PlanRequest, build_plan
+    from tests.reclaim.test_reclaim import layout
+    work = Path(sys.argv[1])
+    root = "root:x:0:0::/root:/bin/sh\\n"
+    cases = {
+        "alone": (root + "alice:x:4242:4242::/home/alice:/bin/sh\\n", "root:x:0:\\nalice:x:4242:\\n"),
+        "bob_primary": (
+            root + "alice:x:4242:4242::/home/alice:/bin/sh\\nbob:x:4243:4242::/home/bob:/bin/sh\\n",
+            "root:x:0:\\nalice:x:4242:\\n",
+        ),
+        "gid_shared": (
+            root + "alice:x:4242:4242::/home/alice:/bin/sh\\nbob:x:4243:4243::/home/bob:/bin/sh\\n",
+            "root:x:0:\\nalice:x:4242:\\nbob:x:4243:\\nteam:x:4242:bob\\n",
+        ),
+    }
+    found = {}
+    for case, (passwd, group) in cases.items():
+        for name, text in (("passwd", passwd), ("group", group)):
+            (work / f"{case}.{name}").write_text(text)
+            subprocess.run(["mount", "--bind", str(work / f"{case}.{name}"), f"/etc/{name}"], check=True)
+        data = os.urandom(5_000)
+        paths = [work / case / "private" / "app.conf", work / case / "public" / "app.conf"]
+        for path in paths:
+            path.parent.mkdir(parents=True)
+            path.write_bytes(data)
+            os.chown(path, 4242, 4242)
+            path.chmod(0o664)
+        os.utime(paths[1], ns=(1, 1))
+        groups = [[os.fsencode(p) for p in paths]]
+        plan = build_plan(PlanRequest(layout=layout(work / "none"), duplicates=groups))
+        found[case] = [item.no_link for item in plan.items]
+    print(json.dumps(found))
+    """
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving files to other users and mounting over /etc needs root")
+def test_a_group_another_user_has_by_its_primary_gid_or_another_entry_is_not_the_owners_own() -> None:
+    """0664 copies of alice's group are linked only while that group is hers alone. /etc/group's member
+    list names supplementary members only: bob, whose primary group it is, writes them too; and so does
+    bob as a member of another group entry with the same gid (``groupadd -o``), which ``getgrgid`` does
+    not return. Either way the private copy would be written through the public one's name."""
+    found = in_private_namespace(["-c", PRIVATE_GROUP_SCENARIO], "sysmcp-reclaim-groups-")
+    assert found["alone"] == [None]
+    for case in ("bob_primary", "gid_shared"):
+        (why,) = found[case]
+        assert why is not None and "its group" in why, (case, why)
