@@ -409,3 +409,41 @@ def test_a_group_another_user_has_by_its_primary_gid_or_another_entry_is_not_the
     for case in ("bob_primary", "gid_shared"):
         (why,) = found[case]
         assert why is not None and "its group" in why, (case, why)
+
+
+def test_a_kept_copy_rewritten_between_two_calls_of_a_link_item_is_compared_again(tmp_path: Path) -> None:
+    """The second call of an item cut in two overlooks the ctime its own links moved on the kept copy
+    (``relinked``), nothing else: its owner rewriting it between the calls, same size and mtime put back
+    (what only its ctime would tell), leaves the next extra unlinked, since the bytes are compared when
+    acting. An extra's own ctime is still compared: one rewritten the same way is ``changed``."""
+    from sysmcp.reclaim import FileResult, Item, LogRecord, PlannedFile
+    from sysmcp.tools.reclaim import _relinked
+
+    keep, b, c, d = copies(tmp_path)
+    os.utime(keep, ns=(1, 1))
+    plan = plan_for(tmp_path, [keep, b, c, d])
+    (item,) = plan.items
+    assert item.keep is not None and item.keep.path == os.fsencode(keep)
+    logged: list[LogRecord] = []
+
+    def told(item: Item, entry: PlannedFile, action: str, outcome: FileResult) -> None:
+        done = "done" if outcome.done else "skipped"
+        logged.append(
+            LogRecord(0.0, plan.id, item.id, os.fsdecode(entry.path), action, done, outcome.reason, 0, 0)
+        )
+
+    first = replace(plan, items=(replace(item, entries=item.entries[:1]),))
+    (applied,) = apply_items(ApplyRequest(first, [item.id + LINK], lambda path: True, log=told))
+    assert [o.reason for o in applied.outcomes] == [None]
+    relinked = _relinked(plan, logged)
+    assert (item.keep.identity.dev, item.keep.identity.ino) in relinked
+    for path in (keep, d):  # the kept copy (and b, its name now) and the last extra, as their owner may
+        planned = os.stat(path)
+        with open(path, "r+b") as handle:
+            handle.write(b"rewritten")
+        os.utime(path, ns=(planned.st_atime_ns, planned.st_mtime_ns))
+    rest = replace(plan, items=(replace(item, entries=item.entries[1:]),))
+    (again,) = apply_items(ApplyRequest(rest, [item.id + LINK], lambda path: True, relinked=relinked))
+    names = {os.path.basename(os.fsdecode(o.path)): o.reason for o in again.outcomes}
+    assert names == {"c": "differs", "d": "changed"}
+    assert os.lstat(c).st_ino != os.lstat(keep).st_ino and os.lstat(d).st_ino != os.lstat(keep).st_ino
