@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -976,6 +977,61 @@ def test_a_deleted_open_file_given_to_another_user_since_the_plan_is_not_emptied
         (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
         assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "owner")]
         assert os.stat(fd_path).st_size == 300_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+#: Holds the deleted ``app.log`` (argv 1) open, then, told to on stdin, closes it and holds on the same
+#: descriptor number a deleted scratch file of its own, as a program's next temporary file.
+SWAPPING_HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    log = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(log, b"x" * 300_000)
+    os.unlink(sys.argv[1])
+    print(log, flush=True)
+    sys.stdin.readline()
+    scratch = os.open(sys.argv[1] + ".scratch", os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(scratch, b"y" * 200_000)
+    os.unlink(sys.argv[1] + ".scratch")
+    os.dup2(scratch, log)
+    os.close(scratch)
+    print("swapped", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_open_file_whose_inode_number_went_to_the_holders_next_file_is_not_emptied(
+    tmp_path: Path,
+) -> None:
+    """ext4 hands a freed inode number straight back: the holder closes the planned log and its next
+    temporary file, deleted too, has that number on the same descriptor. The approval named the deleted
+    file app.log, not the scratch file the process still works in: its former name says which it is."""
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SWAPPING_HOLDER, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        (item,) = build_plan(request).items
+        (entry,) = item.entries
+        holder.stdin.write(b"swap\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"swapped\n"
+        now = os.stat(entry.path)  # the scratch file, behind the same /proc/PID/fd/N
+        reused = replace(entry, identity=replace(entry.identity, dev=now.st_dev, ino=now.st_ino))
+        plan = Plan("p", 0.0, (), (replace(item, entries=(reused,)),))
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "changed")]
+        assert os.stat(entry.path).st_size == 200_000
     finally:
         assert holder.stdin is not None
         holder.stdin.close()
