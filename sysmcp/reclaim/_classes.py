@@ -778,6 +778,11 @@ def _own_group(uid: int, gid: int) -> bool:
     return all(other.pw_uid == uid for other in pwd.getpwall() if other.pw_gid == gid)
 
 
+#: ACLs the mode does not sum up: an NFSv4 ACL (an NFS mount lists it as this attribute) or a richacl
+#: may let anyone write whatever the mode's bits say, and no mask shows it in them.
+_RICH_ACLS = frozenset({"system.nfs4_acl", "system.nfs4_dacl", "system.richacl"})
+
+
 def written_by_others(st: os.stat_result, attributes: dict[str, bytes] | None) -> str | None:
     """Who besides the owner may write the file (anyone; users or groups its ACL names, whose write the
     group bits then show as the ACL's mask; its group, when that is not the owner's own), or None. Such copies are never made one file: each name's directory lets in whom it lets in, and a
@@ -785,6 +790,8 @@ def written_by_others(st: os.stat_result, attributes: dict[str, bytes] | None) -
     the others name (a copy in a directory only its owner may enter)."""
     if st.st_mode & stat.S_IWOTH:
         return "anyone"
+    if attributes is not None and not _RICH_ACLS.isdisjoint(attributes):
+        return "the users and groups its ACL names"
     if st.st_mode & stat.S_IWGRP and attributes is not None and "system.posix_acl_access" in attributes:
         return "the users and groups its ACL names"
     if st.st_mode & stat.S_IWGRP and not _own_group(st.st_uid, st.st_gid):

@@ -447,3 +447,17 @@ def test_a_kept_copy_rewritten_between_two_calls_of_a_link_item_is_compared_agai
     names = {os.path.basename(os.fsdecode(o.path)): o.reason for o in again.outcomes}
     assert names == {"c": "differs", "d": "changed"}
     assert os.lstat(c).st_ino != os.lstat(keep).st_ino and os.lstat(d).st_ino != os.lstat(keep).st_ino
+
+
+@pytest.mark.parametrize("acl", ["system.nfs4_acl", "system.richacl"])
+def test_copies_an_nfs4_acl_governs_are_taken_for_copies_others_may_write(tmp_path: Path, acl: str) -> None:
+    """An NFSv4 ACL (what an NFS mount lists as ``system.nfs4_acl``) may let another user write a 0644
+    file, and no mask in the mode shows it: such copies are not made one file. (The attribute is given
+    here as an NFS mount lists it: no NFS server is started for the test.)"""
+    from sysmcp.reclaim._classes import written_by_others
+
+    (path,) = copies(tmp_path, ("app.conf",))
+    path.chmod(0o644)
+    st = os.stat(path)
+    assert written_by_others(st, {}) is None
+    assert written_by_others(st, {acl: b"\0\0\0\1"}) == "the users and groups its ACL names"
