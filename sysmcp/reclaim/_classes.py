@@ -761,12 +761,26 @@ def directory_protection(path: bytes, looked: dict[bytes, str | None]) -> str | 
 
 def _own_group(uid: int, gid: int) -> bool:
     """Whether ``gid`` is the owner's own group, which no one else is in: the owner's primary group,
-    named as the owner, with no members listed (a user private group, as most distributions make)."""
+    named as the owner (a user private group, as most distributions make), no other account's primary
+    group, and no other user a member of any group entry with that number. A group's member list names
+    its supplementary members only, and ``getgrgid`` returns one entry of a number several may share
+    (``groupadd -o``): both would miss a user who writes the file through it. Accounts a name service
+    does not enumerate (sssd without ``enumerate``) are not seen here, but for the group's own members."""
     try:
         account, group = pwd.getpwuid(uid), grp.getgrgid(gid)
     except (KeyError, OverflowError):
         return False
-    return account.pw_gid == gid and group.gr_name == account.pw_name and not group.gr_mem
+    if account.pw_gid != gid or group.gr_name != account.pw_name:
+        return False
+    owner = {account.pw_name}
+    if any(set(entry.gr_mem) - owner for entry in [group, *grp.getgrall()] if entry.gr_gid == gid):
+        return False
+    return all(other.pw_uid == uid for other in pwd.getpwall() if other.pw_gid == gid)
+
+
+#: ACLs the mode does not sum up: an NFSv4 ACL (an NFS mount lists it as this attribute) or a richacl
+#: may let anyone write whatever the mode's bits say, and no mask shows it in them.
+_RICH_ACLS = frozenset({"system.nfs4_acl", "system.nfs4_dacl", "system.richacl"})
 
 
 def written_by_others(st: os.stat_result, attributes: dict[str, bytes] | None) -> str | None:
@@ -776,6 +790,8 @@ def written_by_others(st: os.stat_result, attributes: dict[str, bytes] | None) -
     the others name (a copy in a directory only its owner may enter)."""
     if st.st_mode & stat.S_IWOTH:
         return "anyone"
+    if attributes is not None and not _RICH_ACLS.isdisjoint(attributes):
+        return "the users and groups its ACL names"
     if st.st_mode & stat.S_IWGRP and attributes is not None and "system.posix_acl_access" in attributes:
         return "the users and groups its ACL names"
     if st.st_mode & stat.S_IWGRP and not _own_group(st.st_uid, st.st_gid):

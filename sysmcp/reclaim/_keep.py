@@ -10,7 +10,9 @@ plan is kept in this process's memory only, and ``Durability`` says so for the a
 
 Every file acted on or left alone is one row of ``reclaim-log`` (plain JSON, so a ``sqlite3`` query
 reads it; a duplicate's row names its kept copy), written in batches so a thousand files are not a
-thousand transactions.
+thousand transactions. Each row carries an HMAC of its key and record (``mac``) under the plans' key: the
+next call of a plan takes the log's word that sysmcp itself moved a file's ctime (``LogRecord.vouched``),
+and a row written into the store by hand must not excuse a change, as an edited plan must not widen one.
 
 A stored plan carries an HMAC-SHA-256 of its plan id and bytes, keyed by a secret in its own 0600
 file in the state directory (``history.statedir``: made ``O_EXCL``, read without following a link, checked
@@ -32,7 +34,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass, field, fields, replace
 from typing import Any
 
 from sysmcp.engine.faults import NotFound, Refused
@@ -263,10 +265,14 @@ class LogRecord:
     planned: int
     freed: int
     kept: str | None = None  # a duplicate's kept copy: where the bytes of the file removed or linked are
+    #: Written by sysmcp: made in this process, or read from the store with its MAC. Only such a record
+    #: says sysmcp moved a file's ctime (a row without one: from before there was one, or by hand).
+    vouched: bool = field(default=True, compare=False)
 
     def as_json(self) -> bytes:
+        values = astuple(self)[: len(_LOGGED)]
         return json.dumps(
-            {name: value for (name, _read), value in zip(_LOGGED, astuple(self), strict=True)}
+            {name: value for (name, _read), value in zip(_LOGGED, values, strict=True)}
         ).encode()
 
 
@@ -301,13 +307,17 @@ class ActionLog:
         self.recorded = self.unsaved = 0
         self._run = secrets.token_hex(4)
         self.failure: str | None = None if store is not None else "history is off"
+        self._key = _log_key(store)
 
     def record(self, record: LogRecord) -> None:
         if self.store is None:
             return
         self.recorded += 1
         key = f"{int(record.time * 1_000_000):016d}-{record.plan}-{self._run}-{self.recorded:06d}"
-        self._pending.append((key, record.as_json()))
+        row = record.as_json()
+        if self._key is not None:  # the record's own JSON, then its MAC
+            row = row[:-1] + b', "mac": "' + _row_mac(self._key, key, row).hex().encode() + b'"}'
+        self._pending.append((key, row))
         if len(self._pending) >= LOG_BATCH:
             self.flush()
 
@@ -319,6 +329,30 @@ class ActionLog:
                 self.unsaved += len(pending)
                 self.failure = self.failure or saved.reason or "the history store could not be written"
         return self.failure
+
+
+def _log_key(store: Store | None) -> bytes | None:
+    """The plans' key, which signs log rows too; None (rows unsigned, never vouched) when it cannot be used."""
+    try:
+        return store.state_dir.secret(PLAN_KEY_NAME) if store is not None else None
+    except OSError:
+        return None
+
+
+def _row_mac(key: bytes, row_key: str, record: bytes) -> bytes:
+    """The MAC of a log row: its key (which names the plan) and its record's JSON."""
+    return mac(key, row_key.encode() + b"\0" + record)
+
+
+def _signed_row(secret: bytes | None, key: str, record: LogRecord, tag: object) -> bool:
+    """Whether ``tag`` is the MAC of the row ``key`` holding ``record``."""
+    if secret is None or not isinstance(tag, str):
+        return False
+    try:
+        given = bytes.fromhex(tag)
+    except ValueError:
+        return False
+    return hmac.compare_digest(given, _row_mac(secret, key, record.as_json()))
 
 
 def read_log(store: Store, limit: int = 50, shown: Callable[[str], bool] | None = None) -> list[LogRecord]:
@@ -343,12 +377,12 @@ def plan_log(store: Store, plan_id: str) -> list[LogRecord]:
 
 def _records(store: Store, keys: list[str]) -> list[LogRecord]:
     records: list[LogRecord] = []
+    secret = _log_key(store) if keys else None
     for key in keys:
         # A row gone since (null), or no record's JSON, is left out; a row logged before there was
         # kept_copy has none: any other name missing fails the read.
         with contextlib.suppress(ValueError, KeyError, TypeError):
             row = json.loads(store.get(LOG_NAMESPACE, key) or b"null")
-            records.append(
-                LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
-            )
+            record = LogRecord(*(read(row.get(n) if n == "kept_copy" else row[n]) for n, read in _LOGGED))
+            records.append(replace(record, vouched=_signed_row(secret, key, record, row.get("mac"))))
     return records

@@ -453,7 +453,7 @@ def apply_items(
         for entry in item.entries:
             cancel()
             if action == "truncate" and item.held:
-                outcome = _truncate(entry, allowed)
+                outcome = _truncate(entry, allowed, held_names(item))
             elif item.emptied:
                 outcome = _empty(entry, allowed, cancel, request.between)
             else:
@@ -701,14 +701,18 @@ def _freeing(path: bytes, fd: int, act: Callable[[], object]) -> FileResult:
     return FileResult(path, True, None, max(0, (after.f_bfree - before.f_bfree) * after.f_frsize))
 
 
-def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool]) -> FileResult:
+def _truncate(entry: PlannedFile, allowed: Callable[[bytes], bool], names: Sequence[bytes]) -> FileResult:
     """Empty a deleted file still held open, through its holder's ``/proc/PID/fd/N``: the same inode,
-    nameless (its ``nlink`` 0), with its planned owner, or nothing is done. The size may have moved (it
-    is being written)."""
+    nameless (its ``nlink`` 0), with its planned owner and one of its planned former ``names``, or
+    nothing is done. The size may have moved (it is being written). The name, since a freed inode
+    number is handed straight back (ext4): the holder's next deleted file, on the same descriptor
+    number, may have the planned one, and the approval named the file by its name."""
     path, planned = entry.path, entry.identity
     target = _target(path)
     if not target or not allowed(target):
         return FileResult(path, False, "outside" if target else "gone")
+    if names and target not in names:
+        return FileResult(path, False, "changed")
     try:
         fd = _open_planned(path, planned)
         if fd is None:

@@ -42,7 +42,8 @@ compared again at each step. A deleted file held open is emptied through
 ``/proc/PID/fd/N``, which its holder may point at any file it can name (an ``O_PATH`` descriptor needs no
 read permission) between the look and the open: the script empties it only when the holder is root or
 the user running the script (every user id in ``/proc/PID/status``; ``/proc/PID`` itself is root's
-when the process is not dumpable).
+when the process is not dumpable), and only while that descriptor leads to the planned device, inode,
+owner and former name (a freed inode number is handed straight back).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import os
 import time
 
 from sysmcp.engine.paths import escaped
-from sysmcp.reclaim._plan import Item, Plan, PlannedFile
+from sysmcp.reclaim._plan import Item, Plan, PlannedFile, held_names
 
 HEADER = r"""#!/bin/sh
 # sysmcp reclaim plan {plan_id}, made {made}: {items}, {planned} bytes planned.
@@ -74,6 +75,9 @@ ident() {{
 }}
 ident_l() {{
   if [ "$STATS" = gnu ]; then stat -L -c '%d:%i' -- "$1"; else stat -L -f '%d:%i' -- "$1"; fi
+}}
+owner_l() {{
+  if [ "$STATS" = gnu ]; then stat -L -c '%u' -- "$1"; else stat -L -f '%u' -- "$1"; fi
 }}
 nolink() {{
   p=$1
@@ -280,7 +284,12 @@ trunc() {{
     esac
   done
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
+  # the inode number and the name it had: a freed number is handed straight back (ext4), and the
+  # holder's next deleted file may have it, on the same descriptor number
+  if [ "$now" != "${{2%:*}}" ] || [ "$(readlink -- "$1")X" != "$4X" ]; then
+    skip "$3" "another file is open there now"; return
+  fi
+  if [ "$(owner_l "$1")" != "${{2##*:}}" ]; then skip "$3" "its owner changed since the plan"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
@@ -341,8 +350,9 @@ def _step(item: Item, entry: PlannedFile, directories: dict[bytes, int]) -> str:
     who = entry.identity
     number = directories.setdefault(os.path.dirname(entry.path), len(directories))
     setup, word, show_word = _named(entry.path, "P", "S")
-    if item.held:
-        return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+    if item.held:  # the name it had, as /proc/PID/fd/N reads while it has none
+        former_setup, former = quote(next(iter(held_names(item)), b"") + b" (deleted)", "F")
+        return f"{setup}{former_setup}trunc {word} '{who.dev}:{who.ino}:{who.uid}' {show_word} {former}"
     if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
         return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}:1' {show_word} {number}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"

@@ -243,7 +243,7 @@ def _earlier(plan_id: str) -> list[LogRecord]:
     kept = plan_log(store, plan_id) if store is not None else []
     with _ACTED_LOCK:
         here = set(ACTED.get(plan_id, ()))
-    return sorted(set(kept) | here, key=lambda record: record.time)
+    return sorted(here | set(kept), key=lambda record: record.time)  # of two equal, this process's
 
 
 def _relinked(plan: Plan, earlier: list[LogRecord]) -> frozenset[tuple[int, int]]:
@@ -258,6 +258,8 @@ def _relinked(plan: Plan, earlier: list[LogRecord]) -> frozenset[tuple[int, int]
     }
     moved: set[tuple[int, int]] = set()
     for record in earlier:
+        if not record.vouched:  # a row of the store without its MAC: not sysmcp's word
+            continue
         key = by_name.get((record.item, os.fsencode(record.path)))
         if key is None:
             continue

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -975,6 +976,130 @@ def test_a_deleted_open_file_given_to_another_user_since_the_plan_is_not_emptied
         os.chown(fd_path, 65534, 65534)  # through the holder's descriptor: the same nameless inode
         (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
         assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "owner")]
+        assert os.stat(fd_path).st_size == 300_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+#: Holds the deleted ``app.log`` (argv 1) open, then, told to on stdin, closes it and holds on the same
+#: descriptor number a deleted scratch file of its own, as a program's next temporary file.
+SWAPPING_HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    log = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(log, b"x" * 300_000)
+    os.unlink(sys.argv[1])
+    print(log, flush=True)
+    sys.stdin.readline()
+    scratch = os.open(sys.argv[1] + ".scratch", os.O_CREAT | os.O_RDWR, 0o644)
+    os.write(scratch, b"y" * 200_000)
+    os.unlink(sys.argv[1] + ".scratch")
+    os.dup2(scratch, log)
+    os.close(scratch)
+    print("swapped", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@needs_proc
+def test_a_deleted_open_file_whose_inode_number_went_to_the_holders_next_file_is_not_emptied(
+    tmp_path: Path,
+) -> None:
+    """ext4 hands a freed inode number straight back: the holder closes the planned log and its next
+    temporary file, deleted too, has that number on the same descriptor. The approval named the deleted
+    file app.log, not the scratch file the process still works in: its former name says which it is."""
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SWAPPING_HOLDER, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        (item,) = build_plan(request).items
+        (entry,) = item.entries
+        holder.stdin.write(b"swap\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"swapped\n"
+        now = os.stat(entry.path)  # the scratch file, behind the same /proc/PID/fd/N
+        reused = replace(entry, identity=replace(entry.identity, dev=now.st_dev, ino=now.st_ino))
+        plan = Plan("p", 0.0, (), (replace(item, entries=(reused,)),))
+        (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True))
+        assert [(o.done, o.reason) for o in applied.outcomes] == [(False, "changed")]
+        assert os.stat(entry.path).st_size == 200_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+@needs_proc
+def test_the_scripts_truncation_skips_the_holders_next_file_given_the_planned_inode_number(
+    tmp_path: Path,
+) -> None:
+    """The generated script too: the scratch file the holder now keeps on the planned descriptor, with
+    the planned inode number (ext4 hands it straight back), is not the deleted app.log its review named;
+    before the swap, the planned file (its name not ASCII) is the one it would empty."""
+    name = tmp_path / "app \u00e9.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", SWAPPING_HOLDER, str(name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdin is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        (item,) = build_plan(request).items
+        (entry,) = item.entries
+        script = tmp_path / "plan.sh"
+        script.write_text(render_script(Plan("p", 0.0, (), (item,))))
+        dry = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False).stdout
+        assert "would truncate: " in dry, dry
+        holder.stdin.write(b"swap\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == b"swapped\n"
+        now = os.stat(entry.path)
+        reused = replace(entry, identity=replace(entry.identity, dev=now.st_dev, ino=now.st_ino))
+        script.write_text(render_script(Plan("p", 0.0, (), (replace(item, entries=(reused,)),))))
+        done = subprocess.run(["sh", str(script), "--apply"], capture_output=True, text=True, check=False)
+        assert "another file is open there now" in done.stdout, done.stdout + done.stderr
+        assert os.stat(entry.path).st_size == 200_000
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+@needs_proc
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_the_scripts_truncation_skips_a_deleted_open_file_given_to_another_user_since_the_plan(
+    tmp_path: Path,
+) -> None:
+    """As ``reclaim`` does (``owner``): the review named the file with its owner."""
+    name = tmp_path / "app.log"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(name), "300000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        holder.stdout.readline()
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(tmp_path),)
+        )
+        plan = build_plan(request)
+        (item,) = plan.items
+        fd_path = item.entries[0].path
+        os.chown(fd_path, 65534, 65534)
+        script = tmp_path / "plan.sh"
+        script.write_text(render_script(plan))
+        done = subprocess.run(["sh", str(script), "--apply"], capture_output=True, text=True, check=False)
+        assert "its owner changed since the plan" in done.stdout, done.stdout + done.stderr
         assert os.stat(fd_path).st_size == 300_000
     finally:
         assert holder.stdin is not None

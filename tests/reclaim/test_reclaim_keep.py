@@ -250,3 +250,43 @@ def test_apply_items_reports_each_file_to_the_log_with_its_planned_and_freed_byt
         "a.1": ("done", None, item.entries[0].identity.disk),
         "b.1": ("skipped", "gone", item.entries[1].identity.disk),
     }
+
+
+def test_a_log_row_put_in_the_store_by_hand_does_not_excuse_a_files_moved_ctime(tmp_path: Path) -> None:
+    """``reclaim`` overlooks the ctime of a file an earlier call of the plan set aside and put back, as
+    the plan's log tells (``relinked``). The plan is refused when edited in the store (its MAC); so is
+    that word of the log: a row written by hand ("cancelled", for a file rewritten since with its size and
+    mtime put back, which only its ctime tells) is not sysmcp's, and the file is left as changed. A row
+    sysmcp logged itself is taken."""
+    from sysmcp.history import state
+    from sysmcp.tools.reclaim import _earlier, _relinked
+
+    plan = a_plan(tmp_path, (b"a.1", b"b.1"))
+    item = next(i for i in plan.items if i.klass == "rotated_log")
+    forged, logged = item.entries
+    clock = Clock()
+    state.configure(tmp_path / "state", clock)
+    try:
+        store = state.active()
+        assert store is not None and PlanKeeper(lambda: store, clock).put(plan).durable
+        planned = os.stat(forged.path)
+        with open(forged.path, "r+b") as handle:
+            handle.write(b"rewritten")
+        os.utime(forged.path, ns=(planned.st_atime_ns, planned.st_mtime_ns))
+        row = {"time": clock.now, "plan": plan.id, "item": item.id, "path": os.fsdecode(forged.path)}
+        row |= {"action": "delete", "outcome": "skipped", "reason": "cancelled", "planned_bytes": 0}
+        row |= {"freed_bytes": 0, "kept_copy": None}
+        key = f"{int(clock.now * 1e6):016d}-{plan.id}-forged-000001"
+        assert store.put(LOG_NAMESPACE, key, json.dumps(row).encode()).ok
+        actions = ActionLog(store, clock)
+        path = os.fsdecode(logged.path)
+        actions.record(LogRecord(clock.now, plan.id, item.id, path, "delete", "skipped", "cancelled", 0, 0))
+        assert actions.flush() is None
+        relinked = _relinked(plan, _earlier(plan.id))
+    finally:
+        state.configure(None)
+    assert (logged.identity.dev, logged.identity.ino) in relinked
+    assert (forged.identity.dev, forged.identity.ino) not in relinked
+    (applied,) = apply_items(ApplyRequest(plan, [item.id], lambda path: True, relinked=relinked))
+    assert [o.reason for o in applied.outcomes] == ["changed", None]
+    assert os.path.exists(forged.path)
