@@ -250,3 +250,26 @@ def test_a_refusal_lists_each_allowed_root_as_a_path_argument_that_names_it(
     listed = told.split("Allowed roots: ", 1)[1]
     given = json.loads(listed) if listed.startswith('"') else listed
     assert os.fsencode(given) == root, listed
+
+
+@pytest.mark.parametrize("text", ["a\ud800b", "\udfff", "a\udc80\ud83dz", "\ud83d\ude00"])
+def test_a_string_holding_a_surrogate_that_stands_for_no_byte_is_shown_and_listed_never_a_crash(text: str) -> None:
+    """Only U+DC80..U+DCFF stand for a byte (``os.fsdecode``); any other lone surrogate reaches a result
+    from JSON text that escapes it (``"\\ud800"``: a host's answer). ``os.fsencode`` refused it, and
+    ``in_json`` raised: one host's words took the whole fleet answer. It is shown by its UTF-8 form's
+    bytes now (``\\xed\\xa0\\x80``), listed with those bytes, and the answer is UTF-8 JSON text."""
+    sent = in_json({"rows": [{"text": text}]})
+    wire = json.dumps(sent, ensure_ascii=False).encode("utf-8")  # no lone surrogate is left to write
+    assert "/rows/0/text" in json.loads(wire)["exact_bytes"]
+
+
+def test_a_hosts_answer_holding_a_lone_surrogate_is_merged_with_the_other_hosts() -> None:
+    from sysmcp.tools.merging import HostOutcome, default_merge
+
+    out = default_merge(
+        [HostOutcome("w1", "ok", 0.1, None, "odd \ud800 text"), HostOutcome("w2", "ok", 0.1, None, "fine")], {}
+    )
+    json.dumps(out.structured, ensure_ascii=False).encode("utf-8")
+    assert [entry["host"] for entry in out.structured["hosts"]] == ["w1", "w2"]
+    assert "fine" in out.text
+

@@ -56,7 +56,7 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
             pass
         else:
             return path
-    raw = os.fsencode(path)
+    raw = _raw(path) if isinstance(path, str) else os.fsencode(path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -82,7 +82,7 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
     if isinstance(data, str):
         if data.isascii() or _encodes(data):
             return data
-        found[where] = base64.b64encode(os.fsencode(data)).decode("ascii")
+        found[where] = base64.b64encode(_raw(data)).decode("ascii")
         return display(data)
     if isinstance(data, dict):  # most values are plain: no pointer is made for them
         return {
@@ -95,6 +95,20 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
             for index, item in enumerate(data)
         ]
     return data
+
+
+def _raw(text: str) -> bytes:
+    """A string's bytes as ``os.fsencode`` gives them, each of U+DC80..U+DCFF the byte it stands for.
+    A surrogate that stands for no byte (only JSON text that escapes one, ``"\\ud800"``, makes it: a
+    host's answer) is its UTF-8 form's bytes, which ``os.fsencode`` refuses: never an error, always
+    bytes that undo to what is shown."""
+    try:
+        return os.fsencode(text)
+    except UnicodeEncodeError:
+        return b"".join(
+            bytes([ord(char) - 0xDC00]) if "\udc80" <= char <= "\udcff" else char.encode("utf-8", "surrogatepass")
+            for char in text
+        )
 
 
 def _plain(item: object) -> bool:
