@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from sysmcp.engine.paths import EXACT_BYTES as EXACT_BYTES  # the fleet names the key through here
 from sysmcp.engine.paths import exact_names, in_json, one_line
 from sysmcp.render import and_more, plural
 from sysmcp.tools.registry import ToolOutput

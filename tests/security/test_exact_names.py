@@ -302,3 +302,25 @@ def test_a_hosts_pointer_whose_index_is_no_ascii_number_is_passed_over(index: st
     ASCII digits (RFC 6901)."""
     sent = {"rows": ["a", "b"], "exact_bytes": {f"/rows/{index}": "gA==", "/rows/1": "gA=="}}
     assert exact_names(sent) == {"rows": ["a", "\udc80"]}
+
+
+def test_a_fleet_hosts_own_file_of_sysmcp_call_o_keeps_the_exact_bytes_of_its_names() -> None:
+    """``sysmcp call -o DIR`` writes each host's structured result to its own file. The fleet's answer
+    lists the names that are not UTF-8 once, at its top (``/hosts/N/result/...``), and the host's file
+    had none of them: ``byte\\\\x80`` there was the byte or the four characters, no telling which. Each
+    file now carries its own ``exact_bytes``, its pointers from the result it holds."""
+    import anyio
+
+    from sysmcp.cli.call import _per_host
+
+    byte, four = os.fsdecode(b"/srv/byte\x80"), "/srv/byte\\x80"
+    hosts = [
+        {"host": "web1", "status": "ok", "result": {"rows": [{"path": "/srv/plain"}, {"path": four}]}},
+        {"host": "web2", "status": "ok", "result": {"rows": [{"path": byte}, {"path": four}]}},
+    ]
+    answer = json.loads(json.dumps(in_json({"hosts": hosts})))
+    no_links: Any = None  # hosts with no links: nothing is read through a session
+    files = anyio.run(_per_host, no_links, {"structuredContent": answer})
+    assert [undone(json.loads(files[f"{entry['host']}.json"])) for entry in hosts] == [
+        e["result"] for e in hosts
+    ]
