@@ -324,3 +324,15 @@ def test_a_fleet_hosts_own_file_of_sysmcp_call_o_keeps_the_exact_bytes_of_its_na
     assert [undone(json.loads(files[f"{entry['host']}.json"])) for entry in hosts] == [
         e["result"] for e in hosts
     ]
+
+
+def test_a_key_holding_a_lone_surrogate_is_shown_as_display_shows_a_name() -> None:
+    """A key is no name of sysmcp's own, but a host's result may hold any (``{"\\udc80": 1}`` in its
+    JSON text): in_json left keys as they were, and the gateway's answer carried the lone surrogate
+    to the wire, escaped, which a strict JSON client refuses. Shown as display shows a name now, and
+    a name under it is listed at the pointer the client reads."""
+    odd = os.fsdecode(b"/srv/x\x80")
+    sent = in_json({"hosts": [{"result": {"k\udc80": {"path": odd}, "\ud800": 1}}]})
+    wire = json.loads(json.dumps(sent, ensure_ascii=False).encode("utf-8"))
+    assert wire["hosts"][0]["result"]["k\\x80"] == {"path": "/srv/x\\x80"}
+    assert exact_names(wire)["hosts"][0]["result"]["k\\x80"] == {"path": odd}  # type: ignore[index]

@@ -85,8 +85,11 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
         found[where] = base64.b64encode(_raw(data)).decode("ascii")
         return display(data)
     if isinstance(data, dict):  # most values are plain: no pointer is made for them
+        # A key is no name of ours, but a host's result may hold any: JSON text carries it as display shows it
         return {
-            key: item if _plain(item) else _in_json(item, f"{where}/{_token(key)}", found)
+            (shown := key if type(key) is not str or key.isascii() or _encodes(key) else display(key)): (
+                item if _plain(item) else _in_json(item, f"{where}/{_token(shown)}", found)
+            )
             for key, item in data.items()
         }
     if isinstance(data, list):
