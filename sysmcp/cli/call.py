@@ -576,12 +576,12 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
     """Each answering host's full result (``-o DIR`` with ``hosts``): the texts behind its own links
     (read through the gateway while the server lives), else (no link, or none readable any more) its
     structured answer. File name → text."""
-    from sysmcp.fleet.per_host import file_name, free_name, host_links, structured_text
+    from sysmcp.fleet.per_host import file_name, free_name, host_exact_bytes, host_links, structured_text
 
     files: dict[str, str] = {}
     data = result.get("structuredContent")
     entries = data.get("hosts") if isinstance(data, dict) else None
-    for entry in entries if isinstance(entries, list) else []:
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
         host = entry.get("host") if isinstance(entry, dict) and entry.get("status") == "ok" else None
         if not isinstance(host, str):
             continue
@@ -592,7 +592,8 @@ async def _per_host(session: ClientSession, result: dict[str, Any]) -> dict[str,
                 files[free_name(files, file_name(host, uri))] = text
                 read += 1
         if not read:  # no link, or none readable any more: its structured answer, never nothing
-            files[free_name(files, file_name(host, None))] = structured_text(entry)
+            exact = host_exact_bytes(data, index) if isinstance(data, dict) else {}
+            files[free_name(files, file_name(host, None))] = structured_text(entry, exact)
     return files
 
 

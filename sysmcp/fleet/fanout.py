@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 
-from sysmcp.engine.paths import exact_names
 from sysmcp.fleet import links
 from sysmcp.fleet.inventory import Inventory
 from sysmcp.fleet.pool import HostFailure, SessionPool, log
@@ -25,7 +24,7 @@ from sysmcp.protocol.context import RequestContext
 from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
 from sysmcp.render import plural
-from sysmcp.tools.merging import HostOutcome, tally
+from sysmcp.tools.merging import HostOutcome, names_held, tally
 from sysmcp.tools.registry import Tool
 
 READ_TIMEOUT = 30.0  # seconds a host may take to hand over one stored result
@@ -275,7 +274,7 @@ class Fleet:
         structured = reply.get("structuredContent")
         # Its names as the host's result held them: a name that is not UTF-8 is its bytes again (its
         # exact_bytes undone), so the merge shows it as the host would, and the gateway's answer lists it.
-        result = links.to_gateway(name, exact_names(structured)) if isinstance(structured, dict) else None
+        result = links.to_gateway(name, names_held(structured)) if isinstance(structured, dict) else None
         return outcome("ok", answer.size, result=result, text=text)
 
     # -- a host's stored results ---------------------------------------------------------------

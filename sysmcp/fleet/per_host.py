@@ -13,6 +13,7 @@ from collections.abc import Container
 from typing import Any
 from urllib.parse import quote, unquote
 
+from sysmcp.engine.paths import EXACT_BYTES
 from sysmcp.fleet.links import HOST_PREFIX
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.@%+\-\[\]:]")
@@ -75,9 +76,28 @@ def free_name(taken: Container[str], name: str) -> str:
     return candidate
 
 
-def structured_text(entry: dict[str, Any]) -> str:
-    """A host's answer as a file when no link holds more: its structured result."""
-    return json.dumps(entry.get("result", {}), indent=2, ensure_ascii=False) + "\n"
+def structured_text(entry: dict[str, Any], exact: dict[str, str] | None = None) -> str:
+    """A host's answer as a file when no link holds more: its structured result, with ``exact`` (its
+    names' exact bytes, ``host_exact_bytes``) as its own ``exact_bytes``, so the file alone names each
+    file exactly, as the host's answer did."""
+    result = entry.get("result", {})
+    if exact and isinstance(result, dict):
+        result = {**result, EXACT_BYTES: exact}
+    return json.dumps(result, indent=2, ensure_ascii=False) + "\n"
 
 
-__all__ = ["file_name", "free_name", "host_links", "structured_text"]
+def host_exact_bytes(answer: dict[str, Any], index: int) -> dict[str, str]:
+    """The fleet answer's ``exact_bytes`` for the names in ``hosts[index]``'s result, each pointer
+    from that result: the answer lists them once, at its top."""
+    marks = answer.get(EXACT_BYTES)
+    prefix = f"/hosts/{index}/result/"
+    if not isinstance(marks, dict):
+        return {}
+    return {
+        pointer[len(prefix) - 1 :]: encoded
+        for pointer, encoded in marks.items()
+        if isinstance(pointer, str) and pointer.startswith(prefix)
+    }
+
+
+__all__ = ["file_name", "free_name", "host_exact_bytes", "host_links", "structured_text"]

@@ -136,6 +136,14 @@ def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
     return ["Hosts without a result:", *lines] if lines else []
 
 
+def names_held(structured: dict[str, Any]) -> dict[str, Any]:
+    """A host's structured content with its names as the host's result held them: each listed in its
+    ``exact_bytes`` its bytes again (``os.fsdecode``'s form), so a merge shows it as the host would and
+    the fleet's answer (``structured``) lists it in its own ``exact_bytes``."""
+    held: dict[str, Any] = exact_names(structured)  # type: ignore[assignment]
+    return held
+
+
 def typed_results(outcomes: Sequence[HostOutcome], cls: type[T]) -> list[tuple[str, T]]:
     """Each host that answered, and its result read back as ``cls`` (``from_json``: a host whose
     result is not in this version's shape, or that gave none, text only, raises one of ``UNREADABLE``)."""

@@ -136,7 +136,7 @@ function drawEachResult(name, render) {
       return;
     }
     setState("", "");
-    render(result.structuredContent);
+    render(exactNames(result.structuredContent));
   });
   Bridge.on("ui/notifications/tool-cancelled", (params) => {
     setState("warn", "Cancelled" + (params.reason ? ": " + params.reason : "") + ".");
@@ -195,8 +195,63 @@ function shownName(name) {
  * them (a bidi override) nor start a line of their own in a tooltip, nor hide in a zero-width
  * character; a backslash stays as it is. */
 function shownWords(text) {
-  return String(text).replace(UNPRINTABLE, (char) => C_ESCAPES[char] ||
-    Array.from(new TextEncoder().encode(char), (byte) => "\\" + byte.toString(8).padStart(3, "0")).join(""));
+  return String(text).replace(UNPRINTABLE, (char) => C_ESCAPES[char] || (isByte(char) ? octal(char.charCodeAt(0) - 0xdc00) :
+    Array.from(new TextEncoder().encode(char), octal).join("")));
+}
+const octal = (byte) => "\\" + byte.toString(8).padStart(3, "0");
+/** A byte that is not UTF-8, as exactNames (and Python's os.fsdecode) hold it: U+DC80..U+DCFF. */
+const isByte = (char) => char.length === 1 && char.charCodeAt(0) >= 0xdc80 && char.charCodeAt(0) <= 0xdcff;
+/** Structured content with each string its exact_bytes lists (JSON Pointer → base64) given back as the
+ * name itself, each byte that is not UTF-8 as U+DC80..U+DCFF (as Python's os.fsdecode), and exact_bytes
+ * left out. Without it a name that is not UTF-8 is only its shown form (backslashes doubled, \xNN),
+ * which shownName would escape again and a click would send back as another name; undone, the page
+ * shows it as the text answers do, and a call's JSON carries each such byte as \udcNN, which the
+ * server reads as the byte. An entry whose pointer leads to no string, or that is not base64, is
+ * passed over. */
+function exactNames(structured) {
+  const marks = structured && structured.exact_bytes;
+  if (!marks || typeof marks !== "object") return structured;
+  const data = structuredClone(structured);
+  delete data.exact_bytes;
+  const has = (value, key) => value !== null && typeof value === "object" && Object.hasOwn(value, key);
+  for (const [pointer, encoded] of Object.entries(marks)) {
+    if (!pointer.startsWith("/") || typeof encoded !== "string") continue;
+    const tokens = pointer.slice(1).split("/").map((t) => t.replace(/~1/g, "/").replace(/~0/g, "~"));
+    const last = tokens.pop();
+    let here = data;
+    for (const token of tokens) here = has(here, token) ? here[token] : undefined;
+    if (!has(here, last) || typeof here[last] !== "string") continue;
+    let bytes;
+    try { bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0)); } catch { continue; }
+    here[last] = fsdecode(bytes);
+  }
+  return data;
+}
+/** Bytes as Python's os.fsdecode reads them: UTF-8, each byte no UTF-8 sequence holds as U+DC00 + it. */
+function fsdecode(bytes) {
+  let out = "";
+  for (let i = 0; i < bytes.length;) {
+    const [length, point] = utf8At(bytes, i);
+    out += length ? String.fromCodePoint(point) : String.fromCharCode(0xdc00 + bytes[i]);
+    i += length || 1;
+  }
+  return out;
+}
+/** The length and code point of the UTF-8 sequence at bytes[i], or [0] when none starts there (as
+ * Python's decoder: no overlong form, no surrogate, nothing past U+10FFFF). */
+function utf8At(bytes, i) {
+  const b0 = bytes[i];
+  if (b0 < 0x80) return [1, b0];
+  const [length, low, high] = b0 >= 0xc2 && b0 <= 0xdf ? [2, 0x80, 0xbf] : b0 === 0xe0 ? [3, 0xa0, 0xbf] :
+    b0 === 0xed ? [3, 0x80, 0x9f] : b0 >= 0xe1 && b0 <= 0xef ? [3, 0x80, 0xbf] : b0 === 0xf0 ? [4, 0x90, 0xbf] :
+    b0 >= 0xf1 && b0 <= 0xf3 ? [4, 0x80, 0xbf] : b0 === 0xf4 ? [4, 0x80, 0x8f] : [0, 0, 0];
+  if (!length || i + length > bytes.length || bytes[i + 1] < low || bytes[i + 1] > high) return [0];
+  let point = b0 & (0xff >> (length + 1));
+  for (let k = 1; k < length; k++) {
+    if (k > 1 && (bytes[i + k] & 0xc0) !== 0x80) return [0];
+    point = (point << 6) | (bytes[i + k] & 0x3f);
+  }
+  return [length, point];
 }
 /** An element with attributes and children (strings become text nodes, never markup). */
 function h(tag, attributes, ...children) {

@@ -377,6 +377,21 @@ async function main() {
   hostile.dir = await seen();
   hostile.shots = [await shot("hostile-names-dir-usage-400")];
   hostile.dir.crumbs = await viewFrame().$$eval("#crumbs button", (nodes) => nodes.map((n) => n.textContent));
+  // A name that is not UTF-8 as a tool result carries it: shown as \xNN with its backslashes doubled,
+  // its exact bytes in the result's exact_bytes; beside it, a UTF-8 name that shows the same.
+  const oddDir = structuredClone(dirResult);
+  const odd = oddDir.structuredContent;
+  odd.exact_bytes = {};
+  const tops = odd.largest_directories.flatMap((d, i) => (d.depth === 1 ? [i] : []));  // the map's own cells
+  config.exact.forEach((name, k) => {
+    odd.largest_directories[tops[k]].path = odd.path + "/" + name.shown;
+    const parent = unescape(encodeURIComponent(odd.path + "/"));  // its UTF-8 bytes, one character each
+    if (name.exact) odd.exact_bytes["/largest_directories/" + tops[k] + "/path"] = btoa(parent + atob(name.exact));
+  });
+  await start(dirView, { path: odd.path }, oddDir);
+  await viewFrame().waitForSelector("#map .cell");
+  hostile.exact = await seen();
+
   const hostileDisks = structuredClone(disksResult.structuredContent);
   hostileDisks.filesystems = hostileDisks.filesystems.slice(0, 1).map((fs) => ({ ...fs, mount_point: evil.names[2], device: evil.names[1] }));
   await start(disksView, {}, { content: [{ type: "text", text: "disks" }], structuredContent: hostileDisks });

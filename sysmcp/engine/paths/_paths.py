@@ -56,7 +56,7 @@ def display(path: str | bytes | os.PathLike[str]) -> str:
             pass
         else:
             return path
-    raw = os.fsencode(path)
+    raw = _raw(path) if isinstance(path, str) else os.fsencode(path)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -82,11 +82,14 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
     if isinstance(data, str):
         if data.isascii() or _encodes(data):
             return data
-        found[where] = base64.b64encode(os.fsencode(data)).decode("ascii")
+        found[where] = base64.b64encode(_raw(data)).decode("ascii")
         return display(data)
     if isinstance(data, dict):  # most values are plain: no pointer is made for them
+        # A key is no name of ours, but a host's result may hold any: JSON text carries it as display shows it
         return {
-            key: item if _plain(item) else _in_json(item, f"{where}/{_token(key)}", found)
+            (shown := key if type(key) is not str or key.isascii() or _encodes(key) else display(key)): (
+                item if _plain(item) else _in_json(item, f"{where}/{_token(shown)}", found)
+            )
             for key, item in data.items()
         }
     if isinstance(data, list):
@@ -95,6 +98,22 @@ def _in_json(data: object, where: str, found: dict[str, str]) -> object:
             for index, item in enumerate(data)
         ]
     return data
+
+
+def _raw(text: str) -> bytes:
+    """A string's bytes as ``os.fsencode`` gives them, each of U+DC80..U+DCFF the byte it stands for.
+    A surrogate that stands for no byte (only JSON text that escapes one, ``"\\ud800"``, makes it: a
+    host's answer) is its UTF-8 form's bytes, which ``os.fsencode`` refuses: never an error, always
+    bytes that undo to what is shown."""
+    try:
+        return os.fsencode(text)
+    except UnicodeEncodeError:
+        return b"".join(
+            bytes([ord(char) - 0xDC00])
+            if "\udc80" <= char <= "\udcff"
+            else char.encode("utf-8", "surrogatepass")
+            for char in text
+        )
 
 
 def _plain(item: object) -> bool:
@@ -114,10 +133,11 @@ def exact_names(data: object) -> object:
     """Structured content as ``in_json`` made it (another host's answer) with each name listed in its
     ``exact_bytes`` given back as ``os.fsdecode`` makes it from the exact bytes, and ``exact_bytes``
     itself left out: the names as the result held them. An entry that is not base64, or whose pointer
-    leads to no string, is passed over: that string stays as shown."""
+    leads to no string, is passed over: that string stays as shown. ``data`` is left as it is: its
+    containers are copied once, then each name is put in place: time linear in the answer and its names."""
     if not isinstance(data, dict) or EXACT_BYTES not in data:
         return data
-    given = {key: item for key, item in data.items() if key != EXACT_BYTES}
+    given = {key: _copied(item) for key, item in data.items() if key != EXACT_BYTES}
     marks = data[EXACT_BYTES]
     for pointer, encoded in marks.items() if isinstance(marks, dict) else ():
         try:
@@ -126,31 +146,38 @@ def exact_names(data: object) -> object:
             continue
         if isinstance(pointer, str) and pointer.startswith("/"):
             tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
-            given = _put(given, tokens, os.fsdecode(raw))
+            _put(given, tokens, os.fsdecode(raw))
     return given
 
 
-def _put(data: Any, tokens: list[str], name: str) -> Any:
-    """``data`` with the string at ``tokens`` replaced by ``name`` (containers on the way copied), or
-    ``data`` itself when they lead to no string."""
-    token, rest = tokens[0], tokens[1:]
-    if isinstance(data, dict) and token in data:
-        item = data[token]
-    elif isinstance(data, list) and token.isdigit() and int(token) < len(data):
-        item = data[int(token)]
-    else:
-        return data
-    if rest:
-        new = _put(item, rest, name)
-    elif isinstance(item, str):
-        new = name
-    else:
-        return data
-    if new is item:
-        return data
+def _copied(data: object) -> object:
+    """``data`` with every dict and list in it new (strings and numbers shared)."""
     if isinstance(data, dict):
-        return {**data, token: new}
-    return [*data[: int(token)], new, *data[int(token) + 1 :]]
+        return {key: _copied(item) for key, item in data.items()}
+    if isinstance(data, list):
+        return [_copied(item) for item in data]
+    return data
+
+
+def _put(data: Any, tokens: list[str], name: str) -> None:
+    """The string at ``tokens`` in ``data`` replaced by ``name``; nothing when they lead to no string.
+    A list's index is ASCII digits (RFC 6901): ``"²".isdigit()`` is true, and ``int`` refuses it."""
+    *way, last = tokens
+    for token in way:
+        data = _child(data, token)
+    if isinstance(data, dict) and isinstance(data.get(last), str):
+        data[last] = name
+    elif isinstance(data, list) and isinstance(_child(data, last), str):
+        data[int(last)] = name
+
+
+def _child(data: Any, token: str) -> Any:
+    """What ``token`` names in ``data``, or None when it names nothing there."""
+    if isinstance(data, dict):
+        return data.get(token)
+    if isinstance(data, list) and token.isascii() and token.isdigit() and int(token) < len(data):
+        return data[int(token)]
+    return None
 
 
 def _encodes(text: str) -> bool:
