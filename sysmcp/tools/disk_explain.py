@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sysmcp.engine.paths import call_argument, escaped, mount_source, on_the_way, shell_word
 from sysmcp.engine.walk import more_time_helps
-from sysmcp.render import age, human_bytes, noun, plural
+from sysmcp.render import age, human_bytes, noun, plural, took
+from sysmcp.tools.explain_budget import EXPLAIN_TIMEOUT
 from sysmcp.tools.typed import ABSENT, Open, Opt, iso_utc, prop, result
 
 if TYPE_CHECKING:
@@ -332,6 +333,11 @@ def _shared_step(fs_type: str) -> str:
     return f"nothing to free: blocks shared between files are used once; {where}"
 
 
+def _seconds(elapsed: float) -> str:
+    """How long the walk ran: '0.40 s' under 10 s (a walk stopped within a second is not '0 s'), '42 s' after."""
+    return took(0, elapsed) if elapsed < 10 else f"{elapsed:.0f} s"
+
+
 def _percent(part: int, whole: int) -> float:
     return round(100 * part / whole, 2) if whole else 0.0
 
@@ -453,7 +459,10 @@ def answer(acc: Accounting, roots: Sequence[Path] | None = None) -> tuple[str, E
     rest_step = (
         _shared_step(acc.mount.fs_type)
         if over
-        else f"call again with a larger timeout_s (the walk stopped after {walked.elapsed:.0f} s)"
+        else (
+            f"call again with a larger timeout_s (at most {EXPLAIN_TIMEOUT.maximum:g}; the walk stopped "
+            f"after {_seconds(walked.elapsed)})"
+        )
         if walked.stopped and more_time_helps(walked.stopped)
         else "call again once more descriptors are free (the walk ran out of them, as the first line says)"
         if walked.stopped

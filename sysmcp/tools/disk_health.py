@@ -29,12 +29,16 @@ INPUT_SCHEMA: dict[str, Any] = js.arguments(
 
 Verdict = Literal["ok", "watch", "failing"]
 _VERDICT = "ok, watch or failing."
+DeviceVerdict = Literal["ok", "watch", "failing", "unknown"]
+_DEVICE_VERDICT = (
+    "ok (SMART read, nothing wrong), watch, failing, or unknown (SMART not read: reasons say why)."
+)
 
 
 @result
 class DeviceRow(Open):
     device: str = prop()
-    verdict: Verdict = prop(_VERDICT)
+    verdict: DeviceVerdict = prop(_DEVICE_VERDICT)
     reasons: list[str] = prop("Why, worst first, with what to do.")
     smart: str = prop(
         "read, no_smart, unopened (smartctl could not open it), absent (no smartctl), timeout, gone or garbage."
@@ -171,9 +175,11 @@ def _facts(row: DeviceRow) -> str:
 def render(answer: DiskHealth) -> str:
     rows = answer.devices
     worst = [r for r in rows if r.verdict != "ok"]
+    unknown = len([r for r in rows if r.verdict == "unknown"])
     lines = [
         f"Disk health: {plural(len(rows) + answer.devices_not_shown, 'device')}, "
-        f"{len([r for r in rows if r.verdict == 'failing'])} failing, {len([r for r in rows if r.verdict == 'watch'])} to watch."
+        f"{len([r for r in rows if r.verdict == 'failing'])} failing, {len([r for r in rows if r.verdict == 'watch'])} to watch"
+        + (f", {unknown} unknown." if unknown else ".")
     ]
     for index, row in enumerate(rows):
         if row.verdict == "ok" and index - len(worst) >= OK_NAMED:
@@ -183,8 +189,6 @@ def render(answer: DiskHealth) -> str:
         lines.append(f"  {row.device}: {row.verdict.upper()} — {read}")
         lines += [f"      {reason}" for reason in row.reasons if reason != row.note]
         lines += [f"      kernel: {line}" for line in row.io_errors]
-        if row.verdict == "ok" and row.smart != "read":
-            lines.append("      (health unknown beyond the kernel log)")
     for array in answer.arrays:
         state = f"{array.level} [{array.slots}]" if array.state != "inactive" else "inactive"
         if array.failed:
@@ -232,8 +236,10 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
 
 
 def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOutput:
-    """Per host, its failing and watched devices named; hosts with all ok grouped into one line."""
+    """Per host, its failing, watched and unknown devices named; hosts with all ok grouped into one
+    line. A host whose only devices not ok are unknown is named, and not counted as one with problems."""
     summary: list[tuple[str, str]] = []
+    troubled: set[str] = set()
     for host, answer in typed_results(outcomes, DiskHealth):
         named = [
             *((d.device, d.verdict, d.reasons) for d in answer.devices),
@@ -245,6 +251,8 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
             for name, verdict, why in named
             if verdict != "ok"
         ]
+        if any(verdict in ("failing", "watch") for _, verdict, _ in named):
+            troubled.add(host)
         summary.append(("; ".join(bad[:5]) + (f"; … {len(bad) - 5} more" if len(bad) > 5 else ""), host))
     groups = grouped(summary)
     body = [f"  {host_list(hosts)}: {key}" for key, hosts in groups if key]
@@ -252,7 +260,9 @@ def merge(outcomes: Sequence[HostOutcome], arguments: dict[str, Any]) -> ToolOut
     if ok:
         body.append(f"  {plural(len(ok), 'host')} with every device ok: {host_list(ok)}")
     return fleet_output(
-        outcomes, body, {"hosts_with_problems": [host for key, hosts in groups if key for host in hosts]}
+        outcomes,
+        body,
+        {"hosts_with_problems": [host for key, hosts in groups if key for host in hosts if host in troubled]},
     )
 
 
@@ -261,7 +271,8 @@ TOOL = Tool(
     title="Disk health",
     description=(
         "Is a disk failing: per physical device SMART/NVMe health (smartctl), md RAID state, btrfs device "
-        "errors and the kernel's recent I/O errors, with a verdict (ok, watch, failing) and what to do. "
+        "errors and the kernel's recent I/O errors, with a verdict (ok, watch, failing; unknown where SMART "
+        "could not be read) and what to do. "
         "For space, disk_usage; for load, disk_io."
     ),
     input_schema=INPUT_SCHEMA,

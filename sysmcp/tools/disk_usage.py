@@ -61,6 +61,7 @@ from sysmcp.tools.disk_pools import (
     zfs_lines,
     zfs_of,
 )
+from sysmcp.tools.explain_budget import EXPLAIN_TIMEOUT
 from sysmcp.tools.merging import HostOutcome, fleet_output, host_list
 from sysmcp.tools.registry import Tool, ToolContext, ToolOutput
 from sysmcp.tools.typed import ABSENT, Opt, from_json, imported_later, prop, result, to_json
@@ -75,7 +76,6 @@ else:
     Explain = imported_later("sysmcp.tools.disk_explain", "Explain")
 
 MAX_SAMPLE_S = 60  # sample_s at most
-EXPLAIN_TIMEOUT = js.TimeBudget(default=60, maximum=600)  # explain's walk budget (timeout_s)
 ORDER = (
     "fullest first (the higher of space and inode percent), then mount point; unanswered or unreadable last"
 )

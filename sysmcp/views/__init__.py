@@ -84,8 +84,8 @@ CONTAINERS = View(
 HEALTH = View(
     name="health",
     title="Disk health",
-    description="One row per device of a disk_health result with its verdict (ok, watch, failing), model and "
-    "failure-predicting counters, then md arrays (degraded, rebuilding with progress) and btrfs error counters.",
+    description="One row per device of a disk_health result with its verdict (ok, watch, failing, unknown), "
+    "model and failure-predicting counters, then md arrays (degraded, rebuilding with progress) and btrfs error counters.",
 )
 
 VIEWS: dict[str, View] = {view.uri: view for view in (DIR_USAGE, DISKS, CONTAINERS, HEALTH)}

@@ -18,7 +18,7 @@ import pytest
 
 from sysmcp import platform
 from sysmcp.engine.faults import Unavailable
-from sysmcp.engine.health import HealthRequest, _kernel, _mdstat, _smart, run
+from sysmcp.engine.health import Health, HealthRequest, _kernel, _mdstat, _smart, run
 from sysmcp.tools.disk_health import (
     DeviceRow,
     DiskHealth,
@@ -415,9 +415,11 @@ def test_the_real_smartctl_answers_for_every_disk_here_and_a_disk_without_smart_
     for device in devices:
         if (
             device["smart"] == "no_smart"
-        ):  # this VM's virtio disks: smartctl's own reason, no verdict invented
-            assert device["note"] and device["verdict"] == "ok"
-            assert f"{device['device']}: OK — SMART not read: {device['note']}" in output.text
+        ):  # this VM's virtio disks: smartctl's own reason, and the verdict unknown, not ok
+            assert device["note"] and device["verdict"] == "unknown"
+            assert f"{device['device']}: UNKNOWN — SMART not read: {device['note']}" in output.text
+            if os.path.realpath(f"/sys/block/{os.path.basename(device['device'])}").count("/virtio"):
+                assert "a virtual disk (virtio)" in device["reasons"][0], device
 
 
 def test_without_smartctl_every_device_says_smartctl_is_not_installed(
@@ -500,7 +502,7 @@ def test_output_that_is_not_smartctls_json_is_garbage_not_a_crash(tmp_path: Path
     device.touch()
     smartctl = fake_smartctl(tmp_path, "echo '{\"smartctl\": {'")
     (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),))).devices
-    assert (row.smart.status, row.verdict) == ("garbage", "ok")
+    assert (row.smart.status, row.verdict) == ("garbage", "unknown")
     assert "not its JSON" in row.smart.note
 
 
@@ -671,3 +673,100 @@ def test_a_failed_nvme_self_test_still_fails_the_drive_while_a_new_test_runs() -
     assert len(smart.failing) == 1 and "failed segments" in smart.failing[0], smart.failing
     assert smart.self_test is not None and smart.self_test.startswith("Short self-test in progress, 10% done")
     assert "Extended: Completed: failed segments" in smart.self_test, smart.self_test
+
+
+# -- SMART not read: the verdict is unknown, with why and what to do ---------------------------------
+
+
+def _judged(
+    tmp_path: Path, doc: dict[str, Any], *, sysfs_path: str = "pci0000:00/0000:00:1f.2/ata1/host0/block"
+) -> Any:
+    """The one device a fake smartctl answering ``doc`` for is judged as, its sysfs entry under ``sysfs_path``."""
+    name = "sdz"
+    device = tmp_path / name
+    device.touch()
+    sys_block = tmp_path / "sys-block"
+    sys_block.mkdir()
+    target = tmp_path / "devices" / sysfs_path / name
+    target.mkdir(parents=True)
+    (sys_block / name).symlink_to(target)
+    (tmp_path / "doc.json").write_text(json.dumps(doc))
+    smartctl = fake_smartctl(tmp_path, f"cat {tmp_path / 'doc.json'}\nexit {doc['smartctl']['exit_status']}")
+    (row,) = run(HealthRequest(smartctl=smartctl, devices=(str(device),), sys_block=str(sys_block))).devices
+    return row
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "step"),
+    [
+        ("smartctl-permission-denied.json", "unopened", "run as root"),
+        ("smartctl-usb-bridge-unknown.json", "no_smart", "smartctl -d sat"),
+        ("smartctl-smart-unavailable.json", "no_smart", "smartctl -d sat"),
+    ],
+)
+def test_a_device_whose_smart_could_not_be_read_is_unknown_with_why_and_the_step_to_take(
+    tmp_path: Path, name: str, status: str, step: str
+) -> None:
+    doc = recorded(name)
+    row = _judged(tmp_path, doc)
+    assert (row.smart.status, row.verdict) == (status, "unknown"), row
+    assert row.smart.note.startswith(doc["smartctl"]["messages"][0]["string"])
+    assert len(row.reasons) == 1 and step in row.reasons[0], row.reasons
+    text = render(result_of(Health([row], [], [], [], True, True, True), None))
+    assert "OK" not in text and "UNKNOWN" in text and step in text, text
+
+
+def test_a_virtual_disk_without_smart_is_unknown_and_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+    row = _judged(
+        tmp_path, recorded("smartctl-virtio.json"), sysfs_path="pci0000:00/0000:00:02.0/virtio1/block"
+    )
+    assert row.verdict == "unknown"
+    assert row.reasons == [
+        "a virtual disk (virtio): no SMART of its own (the disks under it are the host's to check); "
+        "nothing to do here"
+    ]
+
+
+def test_without_smartctl_a_device_is_unknown_and_says_install_smartmontools(tmp_path: Path) -> None:
+    device = tmp_path / "sdz"
+    device.touch()
+    (row,) = run(HealthRequest(smartctl=str(tmp_path / "no-smartctl"), devices=(str(device),))).devices
+    assert (row.smart.status, row.verdict) == ("absent", "unknown")
+    assert any("install smartmontools" in reason for reason in row.reasons), row.reasons
+
+
+def test_a_smart_command_that_failed_leaves_a_clean_looking_drive_unknown_not_ok() -> None:
+    doc = recorded("smartctl-ata-healthy.json")
+    doc["smartctl"]["exit_status"] = 4  # bit 2: a SMART command failed or its data's checksum was wrong
+    doc["smartctl"]["messages"] = [
+        {
+            "string": "Warning! SMART Attribute Data Structure error: invalid SMART checksum.",
+            "severity": "warning",
+        }
+    ]
+    row = _health_of("/dev/sda", _smart.parse(doc)).devices[0]
+    assert row.verdict == "unknown" and "SMART command failed" in row.reasons[0], row.reasons
+
+
+@pytest.mark.parametrize(("bit", "verdict"), [(3, "failing"), (4, "failing"), (7, "failing"), (5, "watch")])
+def test_smartctls_exit_status_bits_stand_where_its_json_names_no_reason(bit: int, verdict: str) -> None:
+    doc = recorded("smartctl-ata-healthy.json")
+    doc["smartctl"]["exit_status"] = 1 << bit
+    del doc["smart_status"]  # smartctl said so in its exit status only
+    doc.get("ata_smart_data", {}).pop(
+        "self_test", None
+    )  # a self-test log read is judged by its newest test instead
+    row = _health_of("/dev/sda", _smart.parse(doc)).devices[0]
+    assert row.verdict == verdict and f"exit status bit {bit}" in row.reasons[0], row.reasons
+
+
+def test_the_fleet_view_names_a_host_whose_disk_is_unknown_without_calling_it_a_problem() -> None:
+    def host(verdict: Literal["ok", "unknown"], reasons: list[str]) -> dict[str, Any]:
+        row = DeviceRow("/dev/vda", verdict, reasons, "no_smart", "", None, None, None, None, None, {}, [])
+        return to_json(DiskHealth([row], 0, [], [], []))  # type: ignore[no-any-return]
+
+    vm, good = host("unknown", ["a virtual disk (virtio): nothing to do here"]), host("ok", [])
+    output = merge([HostOutcome("vm1", "ok", 0.1, vm, "…"), HostOutcome("db1", "ok", 0.1, good, "…")], {})
+    assert "  vm1: /dev/vda unknown (a virtual disk (virtio): nothing to do here)" in output.text, output.text
+    assert "1 host with every device ok: db1" in output.text
+    assert output.structured["view"] == {"hosts_with_problems": []}

@@ -108,7 +108,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "server": [sys.executable, "-m", "sysmcp", "--root", str(tree)],
         "tree": str(tree),
     }
-    failing = {"sda": "smartctl-ata-failing.json", "nvme0n1": "smartctl-nvme-healthy.json"}
+    failing = {
+        "sda": "smartctl-ata-failing.json",
+        "nvme0n1": "smartctl-nvme-healthy.json",
+        "sdu": "smartctl-usb-bridge-unknown.json",
+    }
     config["health"] = disk_health_result(base, "mdstat-raid1-degraded.txt", failing)
     config["healthRebuilding"] = disk_health_result(base, "mdstat-raid1-recovering.txt", {})
     config["hostile"] = {"names": HOSTILE_NAMES}
@@ -308,20 +312,22 @@ def test_health_shows_each_devices_verdict_and_figures_and_the_degraded_array(re
     health = report["scenarios"]["health"]
     danger, warning = health["colors"]
     rows = {(row["kind"], Path(row["name"]).name): row for row in health["rows"]}
-    assert list(rows) == [("device", "sda"), ("device", "nvme0n1"), ("array", "md md0")]
-    sda, nvme, md0 = rows.values()
+    assert list(rows) == [("device", "sda"), ("device", "sdu"), ("device", "nvme0n1"), ("array", "md md0")]
+    sda, sdu, nvme, md0 = rows.values()
     assert (sda["verdict"], sda["badgeColor"]) == ("failing", danger)
     assert "WDC WD40EFRX-68N32N0, ATA, self-assessment FAILED" in sda["text"]
     for figure in ("reallocated sectors 1,016", "pending sectors 24", "34 °C", "28,734 h on"):
         assert figure in sda["text"]
     assert "back up now and replace the drive" in sda["text"]
     assert nvme["verdict"] == "ok" and nvme["badgeColor"] not in (danger, warning)
+    assert sdu["verdict"] == "unknown" and sdu["badgeColor"] not in (danger, warning)
+    assert "SMART not read: /dev/sdb: Unknown USB bridge" in sdu["text"] and "smartctl -d sat" in sdu["text"]
     for figure in ("media errors 0", "3 % used", "41 °C", "9,876 h on"):
         assert figure in nvme["text"]
     assert (md0["verdict"], md0["badgeColor"]) == ("failing", danger)
     assert "raid1 [U_]" in md0["text"] and "degraded" in md0["text"] and "failed: sdb1" in md0["text"]
     assert md0["progress"] is None
-    assert health["summary"] == "2 devices, 1 failing, 0 to watch."
+    assert health["summary"] == "3 devices, 1 failing, 0 to watch, 1 unknown."
     assert any("/dev/kmsg" in note for note in health["notes"])
 
 

@@ -1,5 +1,6 @@
 """disk_health's engine: is a disk failing? SMART/NVMe health, md RAID, btrfs device errors and the
-kernel's I/O errors, each device with a verdict (ok / watch / failing) and its reasons in words.
+kernel's I/O errors, each device with a verdict (ok / watch / failing, or unknown where SMART could not
+be read) and its reasons in words.
 
 The front door: ``HealthRequest`` in, ``run(request, progress, cancel)``, ``Health`` out. The parsers
 take text and do no I/O. smartctl runs once per device, up to ``parallel`` at once, each killed after
@@ -26,7 +27,10 @@ from sysmcp.engine.mounts import parse_mountinfo
 
 __all__ = ["BTRFS_MISSING", "BtrfsDevice", "Device", "Health", "HealthRequest", "MdArray", "Smart", "run"]
 
-ORDER = {"failing": 0, "watch": 1, "ok": 2}
+ORDER = {"failing": 0, "watch": 1, "unknown": 2, "ok": 3}
+#: Words in a virtual disk's sysfs path (lower case), and its SCSI vendor, that name its hypervisor.
+VIRTUAL_PATHS = {"/virtio": "virtio", "/vbd-": "Xen", "/vmbus": "Hyper-V"}
+VIRTUAL_VENDORS = {"QEMU": "QEMU", "VMware": "VMware", "VBOX": "VirtualBox", "Msft": "Hyper-V"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +54,7 @@ class Device:
     device: str  # /dev/sda
     smart: Smart
     io_errors: list[str] = field(default_factory=list)  # the kernel's most recent I/O error lines
-    verdict: str = "ok"
+    verdict: str = "ok"  # ok: SMART read and nothing wrong; unknown: not read, nothing else wrong
     reasons: list[str] = field(default_factory=list)
 
 
@@ -88,6 +92,16 @@ def _controller_of(path: str, known: set[str]) -> bool:
     return _NVME_CONTROLLER.fullmatch(path) is not None and any(
         re.fullmatch(re.escape(path) + r"n\d+", disk) for disk in known
     )
+
+
+def virtual_disk(sys_block: str, device: str) -> str | None:
+    """The hypervisor a disk comes from (virtio, Xen, Hyper-V, QEMU ...), from its sysfs entry; None
+    for hardware, or where sysfs does not say."""
+    entry = os.path.join(sys_block, os.path.basename(device))
+    path = os.path.realpath(entry).lower()
+    found = next((kind for word, kind in VIRTUAL_PATHS.items() if word in path), None)
+    vendor = (_read(os.path.join(entry, "device", "vendor")) or b"").decode("ascii", "replace").strip()
+    return found or VIRTUAL_VENDORS.get(vendor)
 
 
 def _read(path: str) -> bytes | None:
@@ -143,8 +157,16 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
     errors: dict[str, list[str]] = {}
     for name, lines in _kernel.parse(records or [], request.kernel_lines).items():
         errors.setdefault(_kernel.disk_of(name), []).extend(lines)
+    root = getattr(os, "geteuid", lambda: 0)() == 0
     devices = [
-        _judge(path, smart, errors.get(os.path.basename(path), []))
+        _judge(
+            path,
+            smart,
+            errors.get(os.path.basename(path), []),
+            _smart.unread_step(smart, virtual_disk(request.sys_block, path), root)
+            if smart.status not in ("read", "timeout", "gone")
+            else None,
+        )
         for (path, _), smart in zip(listed, smarts, strict=True)
     ]
     devices.sort(key=lambda d: (ORDER[d.verdict], d.device))
@@ -162,7 +184,9 @@ def run(request: HealthRequest, progress: Progress = no_progress, cancel: Cancel
     return Health(devices, arrays, btrfs, unread, installed, records is not None, mdstat is not None)
 
 
-def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
+def _judge(path: str, smart: Smart, io_errors: list[str], unread: str | None = None) -> Device:
+    """failing, watch, unknown (SMART not read, or read in part, and nothing else wrong), else ok.
+    ``unread``: why SMART was not read and what to do, where it was not."""
     watch = list(smart.watch)
     if smart.status in ("timeout", "gone"):
         watch.append(smart.note)
@@ -170,5 +194,6 @@ def _judge(path: str, smart: Smart, io_errors: list[str]) -> Device:
         watch.append(
             f"the kernel logged I/O errors for it recently ({len(io_errors)} shown); check cabling and SMART"
         )
-    verdict = "failing" if smart.failing else "watch" if watch else "ok"
-    return Device(path, smart, io_errors, verdict, [*smart.failing, *watch])
+    unknown = [*smart.unknown, *([unread] if unread else [])]
+    verdict = "failing" if smart.failing else "watch" if watch else "unknown" if unknown else "ok"
+    return Device(path, smart, io_errors, verdict, [*smart.failing, *watch, *unknown])

@@ -39,9 +39,24 @@ NVME_WARNINGS = {
 #: verdict on the drive) or passed (0).
 NVME_TEST_FAILED = {5, 6, 7}
 SELF_TEST_WORDS = 120  # at most this many characters of smartctl's words about a self-test
-#: smartctl's exit status bit 1: the device could not be opened or did not identify itself (not
-#: root, a USB bridge it must be told the type of, a device gone); its SMART is unknown, not absent.
+#: smartctl's exit status bits (smartctl(8), RETURN VALUES). Bit 0: it refused its command line or met an
+#: internal error, which it also says of a device whose type it cannot detect (a USB bridge it must be
+#: told the type of, a virtual disk). Bit 1: the device could not be opened or did not identify itself
+#: (not root, a device gone). Bit 2: a SMART command failed or its data failed its checksum. With any of
+#: these the drive's health is unknown, not good. Bits 3-7 are the drive's own findings, each also in
+#: the JSON this parser reads (bit 6, error log records, is counted for NVMe and not judged: see
+#: ``_nvme_logs``); ``EXIT_FINDINGS`` stands where the JSON names no reason for one.
+COMMAND_LINE = 0x1
 OPEN_FAILED = 0x2
+SMART_FAILED = 0x4
+EXIT_FINDINGS = {
+    3: (True, "the drive's SMART status says it is failing"),
+    4: (True, "a pre-failure attribute is at or below its threshold"),
+    5: (False, "an attribute was at or below its threshold in the past"),
+    7: (True, "the drive's self-test log records a failed test"),
+}
+#: Bit 7 stands only where no self-test was read: an older failure under a newer passed test is no alarm.
+SELF_TEST_LOG_BIT = 7
 HOT_C = 60  # a drive this warm or warmer is worth watching
 
 
@@ -52,6 +67,7 @@ class Smart:
 
     status: str
     note: str = ""
+    exit_status: int = 0  # smartctl's, a bit mask (0 where it gave none)
     model: str | None = None
     protocol: str | None = None  # ATA, NVMe, SCSI
     passed: bool | None = None  # the drive's overall self-assessment
@@ -61,6 +77,7 @@ class Smart:
     self_test: str | None = None  # the most recent self-test (or the one running), in smartctl's words
     failing: list[str] = field(default_factory=list)  # reasons the drive is failing now
     watch: list[str] = field(default_factory=list)  # reasons to watch it
+    unknown: list[str] = field(default_factory=list)  # why what was read does not settle its health
 
 
 def _messages(doc: dict[str, Any]) -> str:
@@ -85,13 +102,14 @@ def parse(doc: dict[str, Any]) -> Smart:
     nvme = doc.get("nvme_smart_health_information_log")
     ata = (_object(doc, "ata_smart_attributes") or {}).get("table")
     status = _object(doc, "smart_status")
+    exit_status = _count((_object(doc, "smartctl") or {}).get("exit_status"))
     if nvme is None and ata is None and status is None:
-        exit_status = (_object(doc, "smartctl") or {}).get("exit_status")
-        if isinstance(exit_status, int) and exit_status & OPEN_FAILED:
-            return Smart("unopened", _messages(doc) or "smartctl could not open the device")
-        return Smart("no_smart", _messages(doc) or "the device reports no SMART data")
+        if exit_status & OPEN_FAILED:
+            return Smart("unopened", _messages(doc) or "smartctl could not open the device", exit_status)
+        return Smart("no_smart", _messages(doc) or "the device reports no SMART data", exit_status)
     smart = Smart(
         "read",
+        exit_status=exit_status,
         model=doc.get("model_name"),
         protocol=device.get("protocol"),
         passed=status.get("passed") if status else None,
@@ -126,7 +144,59 @@ def parse(doc: dict[str, Any]) -> Smart:
     if smart.temperature_c is not None and smart.temperature_c >= hot:
         at = f"its own limit {limit} °C" if limit is not None else f"{HOT_C} °C"
         smart.watch.append(f"running hot at {smart.temperature_c} °C (at or above {at}): check its cooling")
+    _exit_findings(exit_status, _messages(doc), smart)
     return smart
+
+
+def _exit_findings(exit_status: int, said: str, smart: Smart) -> None:
+    """What smartctl's exit status says that the JSON read gave no reason for."""
+    for bit, (failing, words) in EXIT_FINDINGS.items():
+        if bit == SELF_TEST_LOG_BIT and smart.self_test is not None:
+            continue
+        if exit_status & (1 << bit) and not (smart.failing if failing else smart.failing or smart.watch):
+            (smart.failing if failing else smart.watch).append(
+                f"smartctl's exit status bit {bit}: {words}; "
+                + ("back up now and read smartctl -a on it" if failing else "watch it")
+            )
+    if exit_status & SMART_FAILED:
+        smart.unknown.append(
+            "a SMART command failed or its data failed its checksum (smartctl exit status bit 2"
+            + (f": {said}" if said else "")
+            + "), so what was read may be incomplete; behind a USB bridge try smartctl -d sat -a"
+        )
+
+
+def unread_step(smart: Smart, virtual: str | None, root: bool) -> str:
+    """Why a device's SMART was not read, as far as smartctl said, and what an admin does about it."""
+    said = smart.note.lower()
+    if virtual is not None:
+        return (
+            f"a virtual disk ({virtual}): no SMART of its own (the disks under it are the host's to check); "
+            "nothing to do here"
+        )
+    if smart.status == "absent":
+        return "health unknown: install smartmontools (smartctl 7 or newer) and ask again"
+    if smart.status == "garbage":
+        return "health unknown: install smartmontools 7 or newer, whose smartctl writes JSON"
+    if (
+        "permission denied" in said
+        or "operation not permitted" in said
+        or (smart.exit_status & OPEN_FAILED and not root)
+    ):
+        return "health unknown: smartctl needs privilege to open it; run as root"
+    if "usb bridge" in said or "-d option" in said or smart.exit_status & SMART_FAILED:
+        return (
+            "health unknown: the drive or a USB bridge in front of it refused SMART commands; behind a "
+            "USB bridge try smartctl -d sat -a on it, else the drive has no SMART to read"
+        )
+    if smart.exit_status & OPEN_FAILED:
+        return "health unknown: it could not be opened; check that it is still attached (dmesg)"
+    if smart.exit_status & COMMAND_LINE:
+        return (
+            "health unknown: smartctl could not tell how to talk to it; behind a RAID controller or "
+            "bridge, give its type (smartctl --scan; smartctl -d TYPE -a)"
+        )
+    return "health unknown: the device reports no SMART; only the kernel log speaks for it"
 
 
 def _ata(table: list[dict[str, Any]], smart: Smart) -> None:

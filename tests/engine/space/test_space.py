@@ -133,6 +133,23 @@ def test_a_walk_that_runs_out_of_time_is_partial_and_the_rest_is_not_walked(tmp_
     assert "larger timeout_s" in data["remainder"]["next_step"]
 
 
+def test_a_walk_stopped_within_a_second_says_how_long_it_ran_and_the_largest_timeout_s_to_give(
+    tmp_path: Path,
+) -> None:
+    from sysmcp.tools.explain_budget import EXPLAIN_TIMEOUT
+
+    top = planted(tmp_path)
+    ticks = itertools.count(0.0, 0.1)  # each look at the clock is 0.1 s later: a 0.05 s budget goes at once
+    request = replace(request_for(top, 8 * MiB, clock=lambda: next(ticks)), timeout_s=0.05)
+    acc = explain(request, no_progress, never_cancelled)
+    assert acc.walked.stopped is not None and 0 < acc.walked.elapsed < 1, acc.walked
+    step = render(acc)[1]["remainder"]["next_step"]
+    assert step == (
+        f"call again with a larger timeout_s (at most {EXPLAIN_TIMEOUT.maximum:g}; "
+        f"the walk stopped after {acc.walked.elapsed:.2f} s)"
+    ), step
+
+
 def test_outside_the_roots_a_held_file_is_counted_but_not_named(tmp_path: Path) -> None:
     top = planted(tmp_path)
     dev = os.stat(top).st_dev
