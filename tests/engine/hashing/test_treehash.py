@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sysmcp.engine.calls import never_cancelled, no_progress
 from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, format_line
@@ -425,3 +427,27 @@ def test_a_kept_node_costs_a_compact_record_not_a_tuple_of_objects(tmp_path: Pat
     assert held / 10_000 < 150, held / 10_000
     assert merged.nodes is not None
     assert list(merged.nodes) == [node for first in range(0, 10_000, 100) for node in listing(first)]
+
+
+#: Every node a walk can make on Linux: a name without NUL (a path may not hold one), any type, any
+#: permission bits, any owner (up to 4294967294, the largest a stat gives), a device number of any
+#: major and minor, a link target up to 4,096 bytes of any byte (readlink may give NULs back only from a
+#: forged filesystem, and the record keeps them: the target is read by its offset, not to a NUL).
+_any_node = st.tuples(
+    st.binary(min_size=1, max_size=300).filter(lambda name: b"\0" not in name),
+    st.sampled_from([stat.S_IFDIR, stat.S_IFLNK, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK]),
+    st.integers(0, 0o7777),
+    st.integers(0, (1 << 32) - 1),
+    st.integers(0, (1 << 32) - 1),
+    st.none() | st.integers(0, (1 << 64) - 1),
+    st.none() | st.binary(max_size=4096),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_any_node, unique_by=lambda node: node[0], max_size=20))
+def test_a_packed_node_reads_back_as_it_was_and_the_records_sort_as_their_names(nodes: list[Node]) -> None:
+    """The merge sorts the records themselves and keeps the first ``max_nodes``: that must be the
+    first by name, and each must unpack to the node the walk made, to the last bit of every field."""
+    records = sorted(map(treehash.pack_node, nodes))
+    assert list(treehash.PackedNodes(records)) == sorted(nodes, key=lambda node: node[0])
