@@ -2,7 +2,8 @@
 
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
-chosen when the script runs; for a log its engine keeps writing, device, inode and owner) and skips
+chosen when the script runs; for a log its engine keeps writing or a deleted file held open, device,
+inode and owner) and skips
 it, saying why, if anything changed, or if the file or the directory holding it is marked immutable or
 append-only now (``lsattr -d`` on Linux, ``ls -ldO``/``ls -ldo`` on macOS and the BSDs: a file so marked is never
 removed, and ``rm`` would only fail on it); no step follows a symlink
@@ -73,7 +74,8 @@ ident() {{
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
 }}
 ident_l() {{
-  if [ "$STATS" = gnu ]; then stat -L -c '%d:%i' -- "$1"; else stat -L -f '%d:%i' -- "$1"; fi
+  # device, inode and owner of what $1 leads to (a descriptor's file, through /proc/PID/fd/N)
+  if [ "$STATS" = gnu ]; then stat -L -c '%d:%i:%u' -- "$1"; else stat -L -f '%d:%i:%u' -- "$1"; fi
 }}
 nolink() {{
   p=$1
@@ -280,7 +282,12 @@ trunc() {{
     esac
   done
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
-  if [ "$now" != "$2" ]; then skip "$3" "another file is open there now"; return; fi
+  # $2 is the planned device:inode:owner; the approval named the owner too, as reclaim's does
+  case $now in
+    "$2") ;;
+    "${{2%:*}}":*) skip "$3" "another user's file now (its owner changed since the plan), so it stays"; return ;;
+    *) skip "$3" "another file is open there now"; return ;;
+  esac
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else
@@ -342,7 +349,7 @@ def _step(item: Item, entry: PlannedFile, directories: dict[bytes, int]) -> str:
     number = directories.setdefault(os.path.dirname(entry.path), len(directories))
     setup, word, show_word = _named(entry.path, "P", "S")
     if item.held:
-        return f"{setup}trunc {word} '{who.dev}:{who.ino}' {show_word}"
+        return f"{setup}trunc {word} '{who.dev}:{who.ino}:{who.uid}' {show_word}"
     if item.emptied:  # a log its engine keeps writing: only its inode and owner stay put
         return f"{setup}logf {word} '{who.dev}:{who.ino}:{who.uid}:1' {show_word} {number}"
     planned = f"'{who.dev}:{who.ino}:{who.size}:{who.mtime_ns // 1_000_000_000}'"
