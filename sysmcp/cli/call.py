@@ -916,7 +916,8 @@ def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str
     if args.no_history:
         given.append("--no-history")
     elif args.state_dir:
-        given.append(f"--state-dir={os.path.abspath(args.state_dir)}")
+        # absolute, its '..' left for the kernel to take (after a link: where the link led)
+        given.append(f"--state-dir={os.path.join(os.getcwd(), args.state_dir)}")
     return given
 
 
