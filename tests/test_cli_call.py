@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -507,6 +508,32 @@ def test_state_dir_is_where_the_spawned_server_records(tree: Path, tmp_path: Pat
     done = run(*args, "dir_usage", f"path={tree}")
     assert done.returncode == 0, done.stderr
     assert _scans(state) == [str(tree)]
+
+
+def test_a_state_dir_with_dot_dot_after_a_symlink_is_where_the_kernel_leads(
+    tree: Path, tmp_path: Path
+) -> None:
+    """``--state-dir a/link/../state`` with a/link leading to b/c is b/state, for ``snapshot`` and for the
+    server ``call`` spawns: the path was normalised by its text first, and history kept in a/state, a
+    directory no one named."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "c").mkdir(parents=True)
+    (tmp_path / "a" / "link").symlink_to(tmp_path / "b" / "c")
+    named = f"{tmp_path}/a/link/../state"
+    snapshotted = run("--state-dir", named, "snapshot", str(tree))
+    assert snapshotted.returncode == 0, snapshotted.stderr
+    assert _scans(tmp_path / "b" / "state") == [str(tree)] and not (tmp_path / "a" / "state").exists()
+    shutil.rmtree(tmp_path / "b" / "state")
+    called = subprocess.run(
+        [*SYSMCP, "call", "--state-dir", "link/../state", "dir_usage", f"path={tree}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path / "a",
+    )
+    assert called.returncode == 0, called.stderr
+    assert _scans(tmp_path / "b" / "state") == [str(tree)] and not (tmp_path / "a" / "state").exists()
 
 
 def test_no_history_reaches_the_spawned_server(tree: Path, tmp_path: Path) -> None:

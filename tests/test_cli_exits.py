@@ -84,6 +84,29 @@ def test_a_new_output_file_in_a_writable_directory_is_written(tree: Path, tmp_pa
     assert "bytes, replacing" not in done.stderr
 
 
+def test_an_output_path_with_dot_dot_after_a_symlink_is_written_where_the_kernel_leads(
+    tree: Path, tmp_path: Path
+) -> None:
+    """``-o a/link/../sums`` with a/link leading to b/c names b/sums, as ``> a/link/../sums`` does: the
+    path was normalised by its text first, and a/sums written, a file no one named."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b" / "c").mkdir(parents=True)
+    (tmp_path / "a" / "link").symlink_to(tmp_path / "b" / "c")
+    done = run("call", "hash_tree", f"path={tree}", "-o", f"{tmp_path}/a/link/../sums")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "b" / "sums").read_text().endswith("  a.txt\n")
+    assert not (tmp_path / "a" / "sums").exists()
+
+
+def test_an_output_path_ending_in_a_slash_names_a_directory_and_is_refused_before_the_work(
+    tree: Path, tmp_path: Path
+) -> None:
+    """``-o new/`` names a directory, as the kernel reads it (``> new/`` fails: is a directory); the
+    slash was dropped and a file called new written."""
+    refused(run("call", "hash_tree", f"path={tree}", "-o", f"{tmp_path}/new/"), "is a directory")
+    assert not (tmp_path / "new").exists()
+
+
 def test_an_existing_output_file_is_replaced_and_said_so(tree: Path, tmp_path: Path) -> None:
     (tmp_path / "sums").write_text("an older manifest, longer than the new one\n" * 10)
     done = run("call", "hash_tree", f"path={tree}", "-o", str(tmp_path / "sums"))

@@ -27,7 +27,7 @@ from anyio.abc import Process
 
 from sysmcp import __version__
 from sysmcp.cli.options import FLEET_OPTIONS, InventoryRead, build_parser, fleet_dest, fleet_options
-from sysmcp.cli.outfile import make_directory, open_output, reach
+from sysmcp.cli.outfile import make_directory, names_a_directory, open_output, reach, split
 from sysmcp.cli.stdout import EXIT_PIPE, find_inside, silence_stdout
 from sysmcp.engine.paths import printable_text
 from sysmcp.protocol.client import ClientSession, NotMcp, PeerGone, ProgressCallback, RemoteError, connect
@@ -196,10 +196,12 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
     planted) without emptying it, and given a zero-byte write, which a read-only procfs file
     (``/proc/version``) refuses. Devices and pipes (``-o /dev/stdout``) are taken as given.
     """
+    parent, name = split(path)
+    if not directory and names_a_directory(name):  # 'new/' too: the kernel opens no file by it
+        return f"-o {path}: is a directory; give a file name"
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        parent = os.path.dirname(os.path.abspath(path))
         if os.path.islink(path):  # a dangling link: open_output says whether it may be followed
             st = os.lstat(path)
         elif not os.path.isdir(parent):
@@ -215,7 +217,7 @@ def check_output(path: str, *, directory: bool = False) -> str | None:
             return f"-o {path}: a fleet call saves one file per host: give a directory"
         if not os.access(path, os.W_OK | os.X_OK):
             return f"-o {path}: cannot create a file in it"
-        return _reached(path, os.path.abspath(path))
+        return _reached(path, os.path.join(os.getcwd(), path))
     if stat.S_ISDIR(st.st_mode):
         return f"-o {path}: is a directory; give a file name"
     if not stat.S_ISREG(st.st_mode) and not os.path.islink(path):
@@ -915,7 +917,8 @@ def _server_args(args: argparse.Namespace, roots: list[str], inventory: list[str
     if args.no_history:
         given.append("--no-history")
     elif args.state_dir:
-        given.append(f"--state-dir={os.path.abspath(args.state_dir)}")
+        # absolute, its '..' left for the kernel to take (after a link: where the link led)
+        given.append(f"--state-dir={os.path.join(os.getcwd(), args.state_dir)}")
     return given
 
 

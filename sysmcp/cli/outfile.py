@@ -26,13 +26,26 @@ _OPENED_TO_SEARCH = platform.has_o_path()
 _DIRECTORY = (os.O_PATH if _OPENED_TO_SEARCH else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
+def split(path: str) -> tuple[str, str]:
+    """``path``'s directory (absolute) and last name, as the kernel reads them: no '..' is taken out by
+    the text (after a symlink it leaves where the link led), and a trailing '/' leaves the name empty."""
+    return os.path.split(path if path.startswith("/") else os.path.join(os.getcwd(), path))
+
+
+def names_a_directory(name: str) -> bool:
+    """Whether a last name (``split``'s) can only be a directory: empty (a trailing '/'), '.' or '..'."""
+    return name in ("", ".", "..")
+
+
 def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
     """A descriptor to write ``path``'s new content to, a regular file emptied (OSError says why not).
 
     A new file gets ``mode`` (less the umask). ``create=False`` only checks: a missing file raises
     FileNotFoundError and nothing is emptied.
     """
-    parent, name = os.path.split(os.path.abspath(path))
+    parent, name = split(path)
+    if names_a_directory(name):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     directory = reach(parent)
     try:
         fd = _open_at(directory, name, _FLAGS | (os.O_CREAT if create else 0), mode)
@@ -60,7 +73,9 @@ def open_output(path: str, *, create: bool = True, mode: int = 0o666) -> int:
 def make_directory(path: str) -> None:
     """``path`` made if missing, in its parent reached as ``reach`` reaches it: a directory on the way
     swapped for a link since the check makes nothing where the link points."""
-    parent, name = os.path.split(os.path.abspath(path))
+    parent, name = split(path.rstrip("/") or "/")
+    if names_a_directory(name):  # '/', '.', '..': there already
+        return
     directory = reach(parent)
     try:
         os.mkdir(directory.below + name, dir_fd=directory.fd)
@@ -90,12 +105,13 @@ class Reached:
 
 
 def reach(path: str) -> Reached:
-    """The directory ``path``, reached one name at a time from ``/``: a link on the way is followed only
-    where no other user could have put it (else OSError, naming where it stopped)."""
+    """The directory ``path`` (absolute), reached one name at a time from ``/``: a link on the way is
+    followed only where no other user could have put it (else OSError, naming where it stopped); a '..'
+    is the parent of the directory reached, as the kernel takes it."""
     fd = os.open("/", _DIRECTORY)
     directory, walked = Reached(fd, "", os.fstat(fd)), ""
     try:
-        for name in filter(None, os.path.normpath(path).split("/")):
+        for name in (name for name in path.split("/") if name not in ("", ".")):
             walked += "/" + name
             try:
                 inner = _open_at(directory, name, _DIRECTORY, 0)

@@ -184,8 +184,10 @@ class StateDir:
 
 
 def open_dir(path: Path) -> StateDir:
-    """The state directory at ``path``, checked (made 0700 first when missing, parents too)."""
-    path = Path(os.path.abspath(path))
+    """The state directory at ``path``, checked (made 0700 first when missing, parents too). A '..' in
+    ``path`` is taken where the kernel takes it, after the link before it (``_resolve``), never by the
+    text."""
+    path = Path(os.getcwd(), path)
     # The parents resolved once, through no symlink another user owns, every directory on the way
     # checked before anything is made in it (another's home); then used for every later open by name
     # (SQLite's): the real parents cannot be re-pointed after the checks.

@@ -2,7 +2,8 @@
 
 In the manner of rmlint's generated script, written afresh: every step re-checks the file's identity
 (device, inode, size, mtime, with ``stat -c`` on GNU systems and ``stat -f`` on the BSDs and macOS,
-chosen when the script runs; for a log its engine keeps writing, device, inode and owner) and skips
+chosen when the script runs; for a log its engine keeps writing or a deleted file held open, device,
+inode and owner) and skips
 it, saying why, if anything changed, or if the file or the directory holding it is marked immutable or
 append-only now (``lsattr -d`` on Linux, ``ls -ldO``/``ls -ldo`` on macOS and the BSDs: a file so marked is never
 removed, and ``rm`` would only fail on it); no step follows a symlink
@@ -74,10 +75,8 @@ ident() {{
   if [ "$STATS" = gnu ]; then stat -c '%d:%i:%s:%Y' -- "$1"; else stat -f '%d:%i:%z:%m' -- "$1"; fi
 }}
 ident_l() {{
-  if [ "$STATS" = gnu ]; then stat -L -c '%d:%i' -- "$1"; else stat -L -f '%d:%i' -- "$1"; fi
-}}
-owner_l() {{
-  if [ "$STATS" = gnu ]; then stat -L -c '%u' -- "$1"; else stat -L -f '%u' -- "$1"; fi
+  # device, inode and owner of what $1 leads to (a descriptor's file, through /proc/PID/fd/N)
+  if [ "$STATS" = gnu ]; then stat -L -c '%d:%i:%u' -- "$1"; else stat -L -f '%d:%i:%u' -- "$1"; fi
 }}
 nolink() {{
   p=$1
@@ -284,12 +283,12 @@ trunc() {{
     esac
   done
   now=$(ident_l "$1") || {{ skip "$3" "cannot be looked at"; return; }}
-  # the inode number and the name it had: a freed number is handed straight back (ext4), and the
-  # holder's next deleted file may have it, on the same descriptor number
-  if [ "$now" != "${{2%:*}}" ] || [ "$(readlink -- "$1")X" != "$4X" ]; then
+  # $2 is the planned device:inode:owner. The inode number and the name it had: a freed number is
+  # handed straight back (ext4), and the holder's next deleted file may have it, on the same descriptor
+  if [ "${{now%:*}}" != "${{2%:*}}" ] || [ "$(readlink -- "$1")X" != "$4X" ]; then
     skip "$3" "another file is open there now"; return
   fi
-  if [ "$(owner_l "$1")" != "${{2##*:}}" ]; then skip "$3" "its owner changed since the plan"; return; fi
+  if [ "$now" != "$2" ]; then skip "$3" "another user's file now (its owner changed since the plan), so it stays"; return; fi
   if [ "$APPLY" = 1 ]; then
     if bounded 10 empty "$1"; then printf 'truncated: %s\n' "$3"; DONE=$((DONE + 1)); else skip "$3" "truncation failed"; fi
   else

@@ -159,7 +159,9 @@ def verify_request(
 
 def classify(manifest: str) -> Literal["uri", "path", "text"]:
     """A single line starting with '/' (or '~') is a path; a sysmcp:// URI is a stored result; else text.
-    One word with no space is a path too, a relative one (refused as such): no manifest line lacks a space."""
+    One word with no space is a path too, a relative one (refused as such): no manifest line lacks a space.
+    Blanks around the argument are ignored for telling which it is only: a path is then taken exactly, as
+    every tool takes one (``SHA256SUMS `` is a name of its own)."""
     stripped = manifest.strip()
     if "\n" in stripped:
         return "text"
@@ -185,7 +187,7 @@ async def handle(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     manifest_dir: str | None = None
     manifest_shown = raw.strip() if how == "uri" else "(text)"
     if how == "path":
-        path = await ctx.resolve(raw.strip())
+        path = await ctx.resolve(raw)
         manifest_shown = str(path)
         # the engine's errors name it with this: a symlink's target, on one printable line
         source = Source(escaped(manifest_shown), path=os.fsencode(path), name_hint=path.name)

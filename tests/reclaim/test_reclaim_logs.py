@@ -320,11 +320,18 @@ def test_a_log_replaced_by_another_inode_is_kept_before_or_after_the_look(engine
     assert log.read_bytes() == b"theirs\n" and os.stat(f"{log}.old").st_size >= MIB
 
 
-def test_a_log_whose_owner_changed_since_the_plan_is_kept(engine: str, log: Path) -> None:
+def test_a_log_whose_owner_changed_since_the_plan_is_kept(engine: str, log: Path, base: Path) -> None:
+    """By reclaim and by the plan's script alike: the same inode given to another user is not the file
+    the approval named."""
     plan = plan_for(engine)
     item = the_log(plan, log)
     os.chown(log, NOBODY, NOBODY)  # the same inode, another user's now
     assert empty(plan, item)[:2] == (False, "owner")
+    assert os.stat(log).st_size >= MIB
+    script = base / "plan.sh"
+    script.write_text(render_script(plan))
+    applied = subprocess.run(["sh", str(script), "--apply"], capture_output=True, text=True, check=True)
+    assert f"skipped: {log}: another file, another owner or another name" in applied.stdout, applied.stdout
     assert os.stat(log).st_size >= MIB
 
 

@@ -265,7 +265,7 @@ def test_a_deleted_file_held_by_another_users_process_is_not_truncated_through_i
         link = f"/proc/{holder.pid}/fd/{number}"
         assert [e.path for e in item.entries] == [os.fsencode(link)]
         swap = f"echo go > {go}; read answer < {done}"
-        env = after_stat(base, f"%d:%i -- {link}", swap)
+        env = after_stat(base, f"%d:%i:%u -- {link}", swap)
         out = run(render_script(plan), base, env)
         assert stat.S_ISREG(os.stat(shadow).st_mode) and shadow.read_bytes().startswith(b"root:"), out
         assert f"skipped: {link}: held by another user's process" in out, out
@@ -341,3 +341,60 @@ def test_what_the_script_keeps_of_its_looks_is_never_taken_from_its_environment(
     out = run(render_script(plan), base, {**env, "DF0": "1", "DC0": "1", "DM0": "-"})
     assert (roots / "old.1").read_bytes() == b"root's own\n", out
     assert f"skipped: {logs}/old.1: another user may rename or replace names in {base / 'var'} " in out, out
+
+
+ROOT_HOLDER = textwrap.dedent(
+    """
+    import os, sys
+    for name in sys.argv[1:]:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b"x" * 300_000); os.fsync(fd); os.unlink(name)
+        print(fd, flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_deleted_file_held_open_and_given_to_another_user_since_the_plan_is_left_by_the_script(
+    base: Path,
+) -> None:
+    """Root's process holds two deleted files; after the plan one of them was given to nobody (chown
+    through ``/proc/PID/fd/N``: the same nameless inode). ``reclaim`` leaves such a file (``owner``: the
+    approval named its owner); the script compared device and inode only and emptied it. It now compares
+    the owner too, run for real by dash, and says why it left the file."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", ROOT_HOLDER, str(base / "given.log"), str(base / "kept.log")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        given, kept = (f"/proc/{holder.pid}/fd/{int(holder.stdout.readline())}" for _ in range(2))
+        request = PlanRequest(
+            layout=RootsLayout(homes=()), classes=("deleted_open",), scope=(os.fsencode(base),)
+        )
+        plan = build_plan(request)
+        assert sorted(e.path for item in plan.items for e in item.entries) == sorted(
+            [os.fsencode(given), os.fsencode(kept)]
+        )
+        os.chown(given, NOBODY, NOBODY)
+        shell = shutil.which("dash") or "sh"
+        (base / "plan.sh").write_text(render_script(plan), encoding="ascii")
+        done = subprocess.run(
+            [shell, str(base / "plan.sh"), "--apply"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"skipped: {given}: another user's file now (its owner changed since the plan)" in done.stdout
+        ), done.stdout
+        assert os.stat(given).st_size == 300_000
+        assert f"truncated: {kept}" in done.stdout and os.stat(kept).st_size == 0, done.stdout
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)

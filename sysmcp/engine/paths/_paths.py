@@ -335,8 +335,20 @@ def mount_source(device: str, roots: Sequence[Path] | None) -> str:
 
 
 def real_root(raw: str | os.PathLike[str]) -> Path:
-    """A root as the policy stores it: absolute, normalised, with every symlink resolved."""
-    return Path(os.path.realpath(os.path.abspath(os.fspath(raw))))
+    """A root as the policy stores it: absolute, with every symlink resolved, and each '..' taken where
+    the kernel takes it (after the link before it: ``/srv/data/..`` is the parent of where /srv/data
+    leads), never by the text."""
+    return Path(os.path.realpath(os.fspath(raw)))
+
+
+def written_root(raw: str | os.PathLike[str]) -> Path:
+    """A root as it was written, absolute: the way a root given through a symlink is reached by its
+    name. A name with '..' in it is no such way (what lies before the '..' need not be on the way to
+    the root): that root is its real directory alone."""
+    path = os.fspath(raw)
+    if ".." in path.split("/"):
+        return real_root(path)
+    return Path(os.path.abspath(path))
 
 
 def intersect(first: Sequence[Path], second: Sequence[Path]) -> list[Path]:
@@ -364,8 +376,8 @@ def roots_from_uris(uris: Iterable[object]) -> tuple[list[Path], list[str]]:
 
 
 def root_names(uris: Iterable[object]) -> list[Path]:
-    """The local ``file://`` roots as the client wrote them (absolute, normalised, unresolved)."""
-    return [Path(os.path.abspath(path)) for uri in uris if (path := _file_uri_path(uri)) is not None]
+    """The local ``file://`` roots as the client wrote them (``written_root``: absolute, unresolved)."""
+    return [written_root(path) for uri in uris if (path := _file_uri_path(uri)) is not None]
 
 
 def _file_uri_path(uri: object) -> str | None:
@@ -405,7 +417,7 @@ class PathPolicy:
         kept as written too, so a root given through a symlink is reached through its name."""
         return cls(
             operator_roots=[real_root(r) for r in roots] if roots else None,
-            named=[Path(os.path.abspath(r)) for r in roots or ()],
+            named=[written_root(r) for r in roots or ()],
         )
 
     def resolve(self, raw: str, *, strict: bool = True) -> Path:
