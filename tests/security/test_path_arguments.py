@@ -227,3 +227,29 @@ async def test_a_dangling_symlink_is_named_with_where_it_leads_by_every_tool(
             f"No such file: {tree}/gone/x leads through a symbolic link to {tree}/d/missing-dir/x, "
             "which does not exist"
         ), (name, said)
+
+
+def test_a_link_that_cannot_be_read_is_no_name_before_a_dot_dot() -> None:
+    """Another user's ``/proc/1/root`` is a link the kernel will not read (EACCES): ``stat`` says
+    "Permission denied". No '..' is in the path, so the refusal must not explain one."""
+    import shutil
+
+    from tests.harness import python_as_nobody
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    probe = (
+        "from sysmcp.engine.faults import EngineError\n"
+        "from sysmcp.engine.paths import PathPolicy\n"
+        "from sysmcp.tools.errors import as_tool_error\n"
+        "for policy in (PathPolicy(), PathPolicy.of_operator(['/'])):\n"
+        "    try:\n"
+        "        print(policy.resolve('/proc/1/root/etc'))\n"
+        "    except EngineError as refused:\n"
+        "        print(as_tool_error(refused).message)\n"
+    )
+    done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    for said in done.stdout.splitlines():
+        assert "Permission denied" in said, said
+        assert "'..'" not in said, said

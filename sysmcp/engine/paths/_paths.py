@@ -613,7 +613,7 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
             continue
         if part == "..":
             if strict and lost is not None:
-                raise lost
+                raise _BeforeDotDot(lost)
             resolved, is_directory = os.path.dirname(resolved), True
             continue
         candidate = os.path.join(resolved, part)
@@ -640,6 +640,16 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     if strict and dangling:
         raise _Dangling(resolved, last_is_link)
     return resolved
+
+
+class _BeforeDotDot(Exception):
+    """Resolution stopped at a ``..`` after a name that could not be looked at (``why``: its error),
+    where the kernel stops: told apart from an error of a name itself (a link the kernel will not
+    read, another user's ``/proc/PID/root``), which has no ``..`` to explain."""
+
+    def __init__(self, why: OSError) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class _Dangling(Exception):
@@ -682,13 +692,15 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
             f"No such file: {escaped(expanded)} {how} {escaped(led.real)}, which does not exist",
             reason="dangling",
         ) from None
+    except _BeforeDotDot as stopped:
+        if stopped.why.errno == errno.ENOENT:
+            raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
+        if stopped.why.errno in (errno.EACCES, errno.EPERM):
+            raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
+        raise InvalidPath(f"path {echo(raw)} cannot be resolved: {stopped.why.strerror or 'error'}") from None
     except OSError as exc:
         if exc.errno == errno.ENOTDIR:
             raise WrongKind(f"Not a directory: {echo(raw)}", reason="not_directory") from None
-        if exc.errno == errno.ENOENT:
-            raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
