@@ -577,7 +577,7 @@ MAX_LINKS = 40
 def _steps(path: str) -> list[str]:
     """The names of ``path`` in the order they are looked up, a ``/`` that ends it as ``.`` (the
     kernel takes ``d/`` as ``d/.``: the name before it must be a directory), empty ones left out."""
-    steps = [part for part in path.split("/") if part]
+    steps = list(filter(None, path.split("/")))
     if steps and path.endswith("/"):
         steps.append(".")
     return steps
@@ -597,7 +597,8 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     With ``confine``, a name is looked at only where ``confine`` lets it: at the first other one it
     calls ``confine.refuse`` with that name and the rest of the way after it (as the path and the
     links followed spell it), and ``refuse`` raises."""
-    pending = list(reversed(_steps(path)))
+    pending = _steps(path)
+    pending.reverse()
     resolved, links = "/", 0
     is_directory: bool | None = True  # what ``resolved`` names; None: it could not be looked at
     lost: OSError | None = None  # why the first name that could not be looked at could not be
@@ -605,8 +606,10 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     dangling = last_is_link = False  # a link's target is missing; the path's last name is a link
     while pending:
         part = pending.pop()
-        is_own = len(pending) < own
-        own = min(own, len(pending))
+        left = len(pending)
+        is_own = left < own
+        if is_own:
+            own = left
         if strict and is_directory is False:
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), resolved)
         if part == ".":
@@ -616,7 +619,7 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
                 raise _BeforeDotDot(lost)
             resolved, is_directory = os.path.dirname(resolved), True
             continue
-        candidate = os.path.join(resolved, part)
+        candidate = f"{resolved}/{part}" if resolved != "/" else f"/{part}"
         if confine is not None and not confine.may_look(candidate):
             confine.refuse("/".join([candidate, *reversed(pending)]))
         try:
