@@ -253,3 +253,21 @@ def test_a_link_that_cannot_be_read_is_no_name_before_a_dot_dot() -> None:
     for said in done.stdout.splitlines():
         assert "Permission denied" in said, said
         assert "'..'" not in said, said
+
+
+def test_a_dangling_link_out_of_the_clients_roots_is_outside_them(tree: Path) -> None:
+    """A link inside the client's root to a missing name outside it (still inside the operator's):
+    outside the client's roots, as a link there to a name that exists is; never its target and
+    whether that exists, which would tell what lies outside the roots."""
+    inner = tree / "d"
+    (inner / "to-missing").symlink_to(tree / "plan.txt")
+    (inner / "to-present").symlink_to(tree / "f")
+    (inner / "through").symlink_to("../gone/x")
+    policy = PathPolicy.of_operator([str(tree)])
+    policy.narrow([real_root(inner)], named=[inner])
+    for name in ("to-missing", "to-present", "through", "to-missing/x"):
+        refused = answer(policy, f"{inner}/{name}")
+        assert isinstance(refused, EngineError), (name, refused)
+        message = as_tool_error(refused).message
+        assert "outside the client's roots" in message, (name, message)
+        assert "plan.txt" not in message and "gone" not in message, (name, message)

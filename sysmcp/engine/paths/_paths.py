@@ -408,7 +408,10 @@ class PathPolicy:
             return _realpath(raw, None, strict)
         shown = echo(raw)
         looked = [*allowed, *self.named, *self.client_named]
-        real = _realpath(raw, _Confine(looked, lambda left: self._refuse(left, shown)), strict)
+        confine = _Confine(
+            looked, lambda left: self._refuse(left, shown), lambda real: self.check(Path(real), shown)
+        )
+        real = _realpath(raw, confine, strict)
         self.check(Path(real), shown)
         return real
 
@@ -544,9 +547,14 @@ def expands_locally(raw: str) -> bool:
 class _Confine:
     """Resolution inside roots: which names may be looked at, and what to do with one that may not."""
 
-    def __init__(self, roots: Sequence[Path], refuse: Callable[[str], None]) -> None:
+    def __init__(
+        self, roots: Sequence[Path], refuse: Callable[[str], None], check: Callable[[str], None] | None = None
+    ) -> None:
         self.inside = tuple(str(root).rstrip("/") + "/" for root in roots)
         self.refuse = refuse
+        #: Refuses a path resolved outside the roots in force: a name may be looked at (a written
+        #: root, the operator's root around a client's) yet lie outside them.
+        self.check = check
 
     def may_look(self, path: str) -> bool:
         """Inside a root, or a directory on the way down to one (its name is part of a root's)."""
@@ -690,6 +698,8 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
             )
         return _resolve(expanded, confine, strict)
     except _Dangling as led:
+        if confine is not None and confine.check is not None:
+            confine.check(led.real)  # a missing name outside the roots is outside them, never missing
         how = "is a symbolic link to" if led.named else "leads through a symbolic link to"
         raise NotFound(
             f"No such file: {escaped(expanded)} {how} {escaped(led.real)}, which does not exist",
