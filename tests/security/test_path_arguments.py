@@ -271,3 +271,22 @@ def test_a_dangling_link_out_of_the_clients_roots_is_outside_them(tree: Path) ->
         message = as_tool_error(refused).message
         assert "outside the client's roots" in message, (name, message)
         assert "plan.txt" not in message and "gone" not in message, (name, message)
+
+
+def test_where_a_path_stops_outside_the_clients_roots_it_is_outside_them(tree: Path) -> None:
+    """A link in the client's root to a file, a directory or a missing name outside it (inside the
+    operator's root), with '/', '/..' or a name after it: all alike 'outside the client's roots'.
+    'Not a directory' for one and 'No such file' for another told what kind of file lay outside."""
+    inner = tree / "d"
+    (inner / "lfile").symlink_to(tree / "f")
+    (tree / "e").mkdir()
+    (inner / "ldir").symlink_to(tree / "e")
+    (inner / "lmissing").symlink_to(tree / "plan")
+    policy = PathPolicy.of_operator([str(tree)])
+    policy.narrow([real_root(inner)], named=[inner])
+    for link in ("lfile", "ldir", "lmissing"):
+        for after in ("/", "/..", "/x", "/x/.."):
+            refused = answer(policy, f"{inner}/{link}{after}")
+            assert isinstance(refused, EngineError), (link, after, refused)
+            message = as_tool_error(refused).message
+            assert "outside the client's roots" in message, (link, after, message)

@@ -706,17 +706,27 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
             reason="dangling",
         ) from None
     except _BeforeDotDot as stopped:
+        _stopped_at(confine, stopped.why)
         if stopped.why.errno == errno.ENOENT:
             raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
         if stopped.why.errno in (errno.EACCES, errno.EPERM):
             raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {stopped.why.strerror or 'error'}") from None
     except OSError as exc:
+        _stopped_at(confine, exc)
         if exc.errno == errno.ENOTDIR:
             raise WrongKind(f"Not a directory: {echo(raw)}", reason="not_directory") from None
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
+
+
+def _stopped_at(confine: _Confine | None, why: OSError) -> None:
+    """Refuse a resolution that stopped (``why``) at a name outside the roots in force: one the
+    roots around them let be looked at. Its kind ('Not a directory') or absence would tell what lies
+    outside them."""
+    if confine is not None and confine.check is not None and isinstance(why.filename, str):
+        confine.check(why.filename)
 
 
 def too_long(encoded: bytes) -> bool:
