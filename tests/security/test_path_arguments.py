@@ -227,3 +227,66 @@ async def test_a_dangling_symlink_is_named_with_where_it_leads_by_every_tool(
             f"No such file: {tree}/gone/x leads through a symbolic link to {tree}/d/missing-dir/x, "
             "which does not exist"
         ), (name, said)
+
+
+def test_a_link_that_cannot_be_read_is_no_name_before_a_dot_dot() -> None:
+    """Another user's ``/proc/1/root`` is a link the kernel will not read (EACCES): ``stat`` says
+    "Permission denied". No '..' is in the path, so the refusal must not explain one."""
+    import shutil
+
+    from tests.harness import python_as_nobody
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("a second user needs root and setpriv")
+    probe = (
+        "from sysmcp.engine.faults import EngineError\n"
+        "from sysmcp.engine.paths import PathPolicy\n"
+        "from sysmcp.tools.errors import as_tool_error\n"
+        "for policy in (PathPolicy(), PathPolicy.of_operator(['/'])):\n"
+        "    try:\n"
+        "        print(policy.resolve('/proc/1/root/etc'))\n"
+        "    except EngineError as refused:\n"
+        "        print(as_tool_error(refused).message)\n"
+    )
+    done = python_as_nobody(probe)
+    assert done.returncode == 0, done.stderr
+    for said in done.stdout.splitlines():
+        assert "Permission denied" in said, said
+        assert "'..'" not in said, said
+
+
+def test_a_dangling_link_out_of_the_clients_roots_is_outside_them(tree: Path) -> None:
+    """A link inside the client's root to a missing name outside it (still inside the operator's):
+    outside the client's roots, as a link there to a name that exists is; never its target and
+    whether that exists, which would tell what lies outside the roots."""
+    inner = tree / "d"
+    (inner / "to-missing").symlink_to(tree / "plan.txt")
+    (inner / "to-present").symlink_to(tree / "f")
+    (inner / "through").symlink_to("../gone/x")
+    policy = PathPolicy.of_operator([str(tree)])
+    policy.narrow([real_root(inner)], named=[inner])
+    for name in ("to-missing", "to-present", "through", "to-missing/x"):
+        refused = answer(policy, f"{inner}/{name}")
+        assert isinstance(refused, EngineError), (name, refused)
+        message = as_tool_error(refused).message
+        assert "outside the client's roots" in message, (name, message)
+        assert "plan.txt" not in message and "gone" not in message, (name, message)
+
+
+def test_where_a_path_stops_outside_the_clients_roots_it_is_outside_them(tree: Path) -> None:
+    """A link in the client's root to a file, a directory or a missing name outside it (inside the
+    operator's root), with '/', '/..' or a name after it: all alike 'outside the client's roots'.
+    'Not a directory' for one and 'No such file' for another told what kind of file lay outside."""
+    inner = tree / "d"
+    (inner / "lfile").symlink_to(tree / "f")
+    (tree / "e").mkdir()
+    (inner / "ldir").symlink_to(tree / "e")
+    (inner / "lmissing").symlink_to(tree / "plan")
+    policy = PathPolicy.of_operator([str(tree)])
+    policy.narrow([real_root(inner)], named=[inner])
+    for link in ("lfile", "ldir", "lmissing"):
+        for after in ("/", "/..", "/x", "/x/.."):
+            refused = answer(policy, f"{inner}/{link}{after}")
+            assert isinstance(refused, EngineError), (link, after, refused)
+            message = as_tool_error(refused).message
+            assert "outside the client's roots" in message, (link, after, message)

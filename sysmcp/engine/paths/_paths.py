@@ -447,7 +447,10 @@ class PathPolicy:
             return _realpath(raw, None, strict)
         shown = echo(raw)
         looked = [*allowed, *self.named, *self.client_named]
-        real = _realpath(raw, _Confine(looked, lambda left: self._refuse(left, shown)), strict)
+        confine = _Confine(
+            looked, lambda left: self._refuse(left, shown), lambda real: self.check(Path(real), shown)
+        )
+        real = _realpath(raw, confine, strict)
         self.check(Path(real), shown)
         return real
 
@@ -583,9 +586,14 @@ def expands_locally(raw: str) -> bool:
 class _Confine:
     """Resolution inside roots: which names may be looked at, and what to do with one that may not."""
 
-    def __init__(self, roots: Sequence[Path], refuse: Callable[[str], None]) -> None:
+    def __init__(
+        self, roots: Sequence[Path], refuse: Callable[[str], None], check: Callable[[str], None] | None = None
+    ) -> None:
         self.inside = tuple(str(root).rstrip("/") + "/" for root in roots)
         self.refuse = refuse
+        #: Refuses a path resolved outside the roots in force: a name may be looked at (a written
+        #: root, the operator's root around a client's) yet lie outside them.
+        self.check = check
 
     def may_look(self, path: str) -> bool:
         """Inside a root, or a directory on the way down to one (its name is part of a root's)."""
@@ -616,7 +624,7 @@ MAX_LINKS = 40
 def _steps(path: str) -> list[str]:
     """The names of ``path`` in the order they are looked up, a ``/`` that ends it as ``.`` (the
     kernel takes ``d/`` as ``d/.``: the name before it must be a directory), empty ones left out."""
-    steps = [part for part in path.split("/") if part]
+    steps = list(filter(None, path.split("/")))
     if steps and path.endswith("/"):
         steps.append(".")
     return steps
@@ -636,7 +644,8 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     With ``confine``, a name is looked at only where ``confine`` lets it: at the first other one it
     calls ``confine.refuse`` with that name and the rest of the way after it (as the path and the
     links followed spell it), and ``refuse`` raises."""
-    pending = list(reversed(_steps(path)))
+    pending = _steps(path)
+    pending.reverse()
     resolved, links = "/", 0
     is_directory: bool | None = True  # what ``resolved`` names; None: it could not be looked at
     lost: OSError | None = None  # why the first name that could not be looked at could not be
@@ -644,18 +653,20 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     dangling = last_is_link = False  # a link's target is missing; the path's last name is a link
     while pending:
         part = pending.pop()
-        is_own = len(pending) < own
-        own = min(own, len(pending))
+        left = len(pending)
+        is_own = left < own
+        if is_own:
+            own = left
         if strict and is_directory is False:
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), resolved)
         if part == ".":
             continue
         if part == "..":
             if strict and lost is not None:
-                raise lost
+                raise _BeforeDotDot(lost)
             resolved, is_directory = os.path.dirname(resolved), True
             continue
-        candidate = os.path.join(resolved, part)
+        candidate = f"{resolved}/{part}" if resolved != "/" else f"/{part}"
         if confine is not None and not confine.may_look(candidate):
             confine.refuse("/".join([candidate, *reversed(pending)]))
         try:
@@ -679,6 +690,16 @@ def _resolve(path: str, confine: _Confine | None, strict: bool = True) -> str:
     if strict and dangling:
         raise _Dangling(resolved, last_is_link)
     return resolved
+
+
+class _BeforeDotDot(Exception):
+    """Resolution stopped at a ``..`` after a name that could not be looked at (``why``: its error),
+    where the kernel stops: told apart from an error of a name itself (a link the kernel will not
+    read, another user's ``/proc/PID/root``), which has no ``..`` to explain."""
+
+    def __init__(self, why: OSError) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class _Dangling(Exception):
@@ -716,21 +737,35 @@ def _realpath(raw: str, confine: _Confine | None = None, strict: bool = True) ->
             )
         return _resolve(expanded, confine, strict)
     except _Dangling as led:
+        if confine is not None and confine.check is not None:
+            confine.check(led.real)  # a missing name outside the roots is outside them, never missing
         how = "is a symbolic link to" if led.named else "leads through a symbolic link to"
         raise NotFound(
             f"No such file: {escaped(expanded)} {how} {escaped(led.real)}, which does not exist",
             reason="dangling",
         ) from None
+    except _BeforeDotDot as stopped:
+        _stopped_at(confine, stopped.why)
+        if stopped.why.errno == errno.ENOENT:
+            raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
+        if stopped.why.errno in (errno.EACCES, errno.EPERM):
+            raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
+        raise InvalidPath(f"path {echo(raw)} cannot be resolved: {stopped.why.strerror or 'error'}") from None
     except OSError as exc:
+        _stopped_at(confine, exc)
         if exc.errno == errno.ENOTDIR:
             raise WrongKind(f"Not a directory: {echo(raw)}", reason="not_directory") from None
-        if exc.errno == errno.ENOENT:
-            raise NotFound(f"No such file or directory: {echo(raw)}", reason="before_dot_dot") from None
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PermissionRefused(f"Permission denied: {echo(raw)}", reason="before_dot_dot") from None
         raise InvalidPath(f"path {echo(raw)} cannot be resolved: {exc.strerror or 'error'}") from None
     except ValueError:
         raise InvalidPath(f"path {echo(raw)} is not a usable file name") from None
+
+
+def _stopped_at(confine: _Confine | None, why: OSError) -> None:
+    """Refuse a resolution that stopped (``why``) at a name outside the roots in force: one the
+    roots around them let be looked at. Its kind ('Not a directory') or absence would tell what lies
+    outside them."""
+    if confine is not None and confine.check is not None and isinstance(why.filename, str):
+        confine.check(why.filename)
 
 
 def too_long(encoded: bytes) -> bool:
