@@ -134,7 +134,7 @@ def unreadable_of(tree: TreeHash) -> Unreadable:
     """What a hash of a tree could not read, as a baseline records it: the files it named with why,
     the directories it could not list, and how many of both there were; and the directories, links and
     special files it recorded, if it was asked to (``TreeRequest.nodes``)."""
-    directories = [os.fsencode(name) for name in tree.skipped_named]
+    directories = [os.fsencode(name) for name in (*tree.skipped_named, *tree.skipped_refused)]
     return Unreadable(tree.unreadable, directories, tree.unread_total, tree.nodes, tree.nodes_unrecorded)
 
 

@@ -36,7 +36,7 @@ class WalkOptions:
 class SkipCounter:
     """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
 
-    __slots__ = ("_counts", "_limit", "_named")
+    __slots__ = ("_counts", "_limit", "_named", "_refused")
 
     #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
     NAMED = 5
@@ -46,6 +46,7 @@ class SkipCounter:
         self._counts: Counter[str] = Counter()
         self._limit = named
         self._named: list[str] = []
+        self._refused: list[str] = []
 
     def add(self, reason: str, count: int = 1) -> None:
         self._counts[reason] += count
@@ -66,11 +67,18 @@ class SkipCounter:
         """Count a directory that is there but could not be opened or listed: unreadable and named when
         permission was denied (answers say "permission denied on" the named ones), else a
         ``filesystem_error``: what the filesystem answered for reasons of its own (an I/O error, a
-        FUSE daemon's EMFILE), which no permission would change."""
+        FUSE daemon's EMFILE), which no permission would change, named apart (``refused_named``): an
+        integrity baseline records either as not read, so that its files are neither added nor removed."""
         if exc.errno in (errno.EACCES, errno.EPERM):
             self.unreadable(relative)
         else:
-            self._counts["filesystem_error"] += 1
+            self.refused_directory(relative)
+
+    def refused_directory(self, relative: str) -> None:
+        """Count a directory the filesystem refused to open or to list to the end, and name it if few so far."""
+        self._counts["filesystem_error"] += 1
+        if len(self._refused) < self._limit and relative not in self._refused:
+            self._refused.append(relative)
 
     def name(self, relative: str) -> None:
         if len(self._named) < self._limit and relative not in self._named:
@@ -81,12 +89,20 @@ class SkipCounter:
         """The first unreadable directories, relative to the root ('' is the root itself)."""
         return list(self._named)
 
-    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
-        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
+    @property
+    def refused_named(self) -> list[str]:
+        """The first directories the filesystem refused (``filesystem_error``), relative to the root."""
+        return list(self._refused)
+
+    def merge(self, counts: dict[str, int], named: Iterable[str] = (), refused: Iterable[str] = ()) -> None:
+        """Add another process's ``as_dict()``, ``named`` and ``refused_named`` (a forked worker's skips)."""
         for reason, n in counts.items():
             self._counts[reason] += n
         for relative in named:
             self.name(relative)
+        for relative in refused:
+            if len(self._refused) < self._limit and relative not in self._refused:
+                self._refused.append(relative)
 
     def as_dict(self) -> dict[str, int]:
         return {reason: n for reason, n in sorted(self._counts.items()) if n}

@@ -397,8 +397,8 @@ class Scanner:
                         files.append((name, st))
                         if len(files) == prune_at:
                             floor, block_floor = self._prune(files, floor, block_floor)
-        except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("filesystem_error")
+        except OSError:  # the directory went bad while being read (EIO, removed): what is left of it unseen
+            skipped.refused_directory(frame.relative)
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0
@@ -477,8 +477,8 @@ class Scanner:
                         skipped.add("special_file")
                     if nodes is not None and (node := _node(prefix, name, st, fd)) is not None:
                         nodes.append(node)
-        except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("filesystem_error")
+        except OSError:  # the directory went bad while being read (EIO, removed): what is left of it unseen
+            skipped.refused_directory(frame.relative)
         self.entries += count
         frame.files += nfiles
         return listing
