@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
 from sysmcp.engine.opens import S_IFMT, open_path
-from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors
+from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, open_again, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
 from sysmcp.engine.walk._types import DIR_FLAGS, GONE, S_IFDIR, S_IFLNK, S_IFREG, SkipCounter, WalkOptions
 
@@ -51,7 +51,10 @@ class _Walk:
         filesystem returned (their own entries are added when they are opened)."""
         skipped, seen, dev = self.skipped, self.seen, self.dev
         try:
-            names = os.listdir(fd)
+            try:
+                names = os.listdir(fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                names = open_again(first, lambda: os.listdir(fd))
         except OSError as exc:
             if out_of_descriptors(exc):  # nothing about the directory: the walk stops, partial
                 raise OutOfDescriptors(exc) from None
@@ -104,7 +107,10 @@ class _Walk:
         """A subdirectory opened by name relative to its parent (never through a symlink) and its own
         entry counted; None when it vanished or cannot be read (then its own size is counted, as du does)."""
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=parent))
         except OSError as exc:
             if out_of_descriptors(exc):
                 raise OutOfDescriptors(exc) from None

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sysmcp.engine.walk._budget import out_of_descriptors
+from sysmcp.engine.walk._budget import open_again, out_of_descriptors
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # What opening a directory listed a moment ago says when it is no longer there as a directory: gone
@@ -209,7 +209,11 @@ def reopen(name: bytes | str, dev: int, ino: int, dir_fd: int | None = None) -> 
     """The directory ``name`` opened again, if it is still (device, inode); None if not, or if it
     cannot be opened. No descriptor left (``out_of_descriptors``) is no fact about the directory: raised."""
     try:
-        return same(os.open(name, DIR_FLAGS, dir_fd=dir_fd), dev, ino)
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+            fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=dir_fd))
+        return same(fd, dev, ino)
     except OSError as exc:
         if out_of_descriptors(exc):
             raise

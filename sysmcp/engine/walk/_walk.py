@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import itertools
 import os
 import re
@@ -30,7 +31,7 @@ from dataclasses import replace
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.opens import S_IFMT
-from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_descriptors
+from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, open_again, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import MountPoint, holding, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
@@ -328,7 +329,10 @@ class Scanner:
             # A small directory is listed in one call (names only: no DirEntry objects to build);
             # a big one is streamed, so memory stays bounded however many entries it has. The
             # size test uses the directory's own size, which is all ``apparent`` holds before this.
-            names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
+            try:
+                names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                names = open_again(first, lambda: os.listdir(fd))
         except OSError as exc:
             self._unlistable(frame, exc)
             return Listing(frame.relative, frame.depth, files, links)
@@ -428,7 +432,10 @@ class Scanner:
         listing = Listing(frame.relative, frame.depth, [], [], typed)
         nodes = listing.nodes if self._config.record_nodes else None
         try:
-            entries = os.scandir(fd)
+            try:
+                entries = os.scandir(fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                entries = open_again(first, lambda: os.scandir(fd))
         except OSError as exc:
             self._unlistable(frame, exc)
             return listing
@@ -549,8 +556,12 @@ class Scanner:
             return None
         if parent.fd is None:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
+        parent_fd = parent.fd
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=parent_fd))
         except OSError as exc:
             # Unreadable (EACCES), gone (ENOENT) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
             # No descriptor left says nothing of the directory: the walk stops there, partial.
@@ -745,7 +756,10 @@ class Scanner:
                     st = os.fstat(fd)
                     above.append((st.st_dev, st.st_ino))
                 reached.append(name)
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                try:
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                    child = open_again(first, functools.partial(os.open, name, DIR_FLAGS, dir_fd=fd))
                 os.close(fd)
                 fd = child
         except OSError as exc:
