@@ -10,7 +10,7 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sysmcp.engine.walk._budget import open_again, out_of_descriptors
@@ -184,6 +184,8 @@ class Frame:
     partial: bool = False
     parent: Frame | None = None  # set for directories handed out or split by detach()
     listed: bool = False  # read already: the subdirectories of a split directory past the task bound
+    # A big directory handed out in parts (``ScanConfig.listing_parts``): the names not read yet
+    rest: Iterator[str] | None = None
 
 
 # A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
@@ -250,4 +252,7 @@ class ScanConfig:
     # directory, never followed) and special file listed is handed out in ``Listing.nodes``.
     record_nodes: bool = False
     list_at_once: int = 256 << 10  # directories up to this size (st_size) are listed in one call
+    # A directory bigger than that (streamed) is handed out as several ``Listing``s of about this many
+    # files each, so a consumer that keeps nothing of a listing holds that many, not a million (0: one).
+    listing_parts: int = 0
     check_every: int = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)
