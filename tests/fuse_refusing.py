@@ -4,7 +4,8 @@ error. Run by a Python that has ``fusepy`` (Debian's python3-fusepy): ``python3 
 it prints ``ready`` once the kernel has initialised the mount, and serves until unmounted.
 
 Tree: ``f`` (4 bytes), ``ok/a`` (5 bytes), ``ok/refused`` (6 bytes, whose open EMFILE refuses too),
-``busy/b`` (never reached); ``unlisted`` is in no listing, and looking it up answers EMFILE.
+``busy/b`` (never reached); ``unlisted`` is in no listing, and looking it up answers EMFILE. With
+``--eio``: also ``eio/c``, where ``eio`` opens but listing it answers EIO (a disk that fails under it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Refusing(Operations):  # type: ignore[misc]
         return 0
 
     def readdir(self, path: str, fh: Any) -> list[str]:
+        if path == "/eio":
+            raise FuseOSError(errno.EIO)
         return [".", "..", *DIRS[path]]
 
     def read(self, path: str, size: int, offset: int, fh: Any) -> bytes:
@@ -54,4 +57,8 @@ class Refusing(Operations):  # type: ignore[misc]
 
 
 if __name__ == "__main__":
+    if "--eio" in sys.argv[2:]:
+        DIRS["/"].append("eio")
+        DIRS["/eio"] = ["c"]
+        FILES["/eio/c"] = b"unseen\n"
     FUSE(Refusing(), sys.argv[1], foreground=True, nothreads=True)

@@ -483,6 +483,7 @@ def scan_usage(
             result["eligible_dirs"] = own.eligible_directories
             result["skipped"] = counter.as_dict()
             result["skipped_named"] = counter.named
+            result["skipped_refused"] = counter.refused_named
             result["linked"] = linked
             result["selection"] = own.selection.as_data()
             result["record"] = own.record
@@ -682,7 +683,7 @@ def _merge_child(
     for row in part["dirs"]:
         tally.offer_directory(row)
     tally.eligible_directories += part["eligible_dirs"] - len(part["dirs"])
-    skipped.merge(part["skipped"], part["skipped_named"])
+    skipped.merge(part["skipped"], part["skipped_named"], part["skipped_refused"])
     tally.selection.merge(chosen)
     if tally.record is not None:
         tally.record += recorded.values()

@@ -266,16 +266,28 @@ def _diff(
 
 def _look_again(diff: ScanDiff, root: bytes) -> None:
     """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
-    tells (the snapshot is of now)."""
+    tells (the snapshot is of now). One that cannot be looked at (a directory on the way replaced or
+    refused by the filesystem) is neither removed nor shrunk: a note says how many."""
     removed = []
+    untold: list[str] = []
     with Parents() as parents:
         for row in diff.removed_files:
-            if (st := lstat_below(parents, root, row.path)) is None:
+            try:
+                st = lstat_below(parents, root, row.path)
+            except OSError as exc:
+                untold.append(exc.strerror or str(exc))
+                continue
+            if st is None:
                 removed.append(row)
             elif (now := FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)).disk < row.disk:
                 diff.shrunk_files.append((row, now))
     diff.removed_files = removed
     diff.shrunk_files.sort(key=most_lost)
+    if untold:
+        diff.notes.append(
+            f"{len(untold):,} file{'s' if len(untold) != 1 else ''} gone from the largest could not be "
+            f"looked at again ({untold[0]}): not called removed"
+        )
 
 
 def _lower_bound(usage: Usage) -> LowerBound:

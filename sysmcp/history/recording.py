@@ -134,7 +134,7 @@ def unreadable_of(tree: TreeHash) -> Unreadable:
     """What a hash of a tree could not read, as a baseline records it: the files it named with why,
     the directories it could not list, and how many of both there were; and the directories, links and
     special files it recorded, if it was asked to (``TreeRequest.nodes``)."""
-    directories = [os.fsencode(name) for name in tree.skipped_named]
+    directories = [os.fsencode(name) for name in (*tree.skipped_named, *tree.skipped_refused)]
     return Unreadable(tree.unreadable, directories, tree.unread_total, tree.nodes, tree.nodes_unrecorded)
 
 
@@ -193,7 +193,8 @@ def baseline_of(
     unreadable: Unreadable = NOTHING_UNREADABLE,
 ) -> Baseline:
     """A GNU manifest of ``base`` plus each file's size, mtime, ctime, mode and owner (``lstat_below``: a
-    file gone since it was hashed is left out), and the files and directories it could not read.
+    file gone since it was hashed is left out; one that cannot be looked at again, a directory on the
+    way replaced or refused, is recorded as not read), and the files and directories it could not read.
 
     Why record those: a file missing from the baseline would be called added once readable, and one
     changed since it was unreadable would look new. An unreadable file keeps what ``lstat`` gave (one
@@ -204,11 +205,17 @@ def baseline_of(
     nodes = _nodes_of(base, unreadable.nodes)
     with Parents() as parents:
         for name, digest in parse_gnu_manifest(manifest):
-            if (st := lstat_below(parents, base, name)) is not None:
-                files[name] = baseline_entry(digest, st)
+            try:
+                if (st := lstat_below(parents, base, name)) is not None:
+                    files[name] = baseline_entry(digest, st)
+            except OSError as exc:
+                unread[name] = Unread(f"could not be looked at again: {exc.strerror or exc}")
         for name, reason in unreadable.files:
-            if (st := lstat_below(parents, base, name)) is not None:
-                unread[name] = Unread(reason, seen=baseline_entry("", st))
+            try:
+                if (st := lstat_below(parents, base, name)) is not None:
+                    unread[name] = Unread(reason, seen=baseline_entry("", st))
+            except OSError:
+                unread[name] = Unread(reason)
     for name in unreadable.directories:
         if name:  # the root itself unreadable: nothing was hashed at all
             unread[name] = Unread("could not be listed", directory=True)
@@ -243,13 +250,23 @@ def _nodes_of(base: bytes, walked: Sequence[Node] | None) -> dict[bytes, Baselin
 
 def lstat_below(parents: Parents, root: bytes, relative: bytes) -> os.stat_result | None:
     """The ``lstat`` of a stored name below ``root`` now, reached without following a symlink on the
-    way (None: not there): a directory since swapped for a symlink must not lead outside the tree.
-    ``parents`` keeps the directories on the way open, so sorted names cost one walk per directory."""
+    way; None when it is not there: gone, or behind a symlink or a file (the walk's ``GONE``), or a
+    stored name that is not normalised. ``OSError`` when that cannot be told (a directory on the way
+    replaced, ``DirectoryReplaced``; refused by the filesystem, EIO or a FUSE daemon's EMFILE; not
+    searchable; no descriptor left): such a file is not gone. A directory since swapped for a symlink
+    must not lead outside the tree. ``parents`` keeps the directories on the way open, so sorted names
+    cost one walk per directory."""
+    from sysmcp.engine.walk import GONE  # the walk only when a baseline is made (disk_usage imports this)
+
     try:
         dir_fd, name = parents.parent(os.path.join(root, relative))
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except (OSError, ValueError):  # ValueError: a stored name that is not normalised ('../x')
+    except ValueError:  # a stored name that is not normalised ('../x')
         return None
+    except OSError as exc:
+        if exc.errno in GONE:
+            return None
+        raise
 
 
 def options_of(series: Series) -> WalkOptions:

@@ -48,6 +48,7 @@ from sysmcp.engine.parallel import (
 )
 from sysmcp.engine.walk import (
     NEVER,
+    PART,
     Budget,
     ScanConfig,
     Scanner,
@@ -193,8 +194,12 @@ def _search(
         progress(walked + (here.files_read if here is not None else 0) + children_counts(parallel)[0], total)
         cancel()
 
-    config = ScanConfig(
-        file_floor=max(1, request.min_size), block_floor=NEVER, empty_listings=False, finished_depth=-1
+    config = ScanConfig(  # a big directory in parts: its files go to the size runs a part at a time
+        file_floor=max(1, request.min_size),
+        block_floor=NEVER,
+        empty_listings=False,
+        finished_depth=-1,
+        listing_parts=PART,
     )
     tops = (request.root, *request.more_roots)
     scanners = [Scanner(top, request.options, skipped, cancel_listing, config=config) for top in tops]

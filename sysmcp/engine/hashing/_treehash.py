@@ -188,6 +188,9 @@ class TreeHash:
     skipped: dict[str, int] = field(default_factory=dict)  # by reason
     #: The first unreadable directories (up to MAX_UNREADABLE_KEPT: an integrity baseline records them)
     skipped_named: list[str] = field(default_factory=list)
+    #: The first directories the filesystem refused (``filesystem_error``: an I/O error, a FUSE daemon's
+    #: own EMFILE), up to MAX_UNREADABLE_KEPT: a baseline records them as not read, as unreadable ones
+    skipped_refused: list[str] = field(default_factory=list)
     #: With ``TreeRequest.nodes``: the directories, symbolic links and special files below the root, by
     #: name, up to MAX_NODES_KEPT (which ones, past it, depends on the order the processes listed them);
     #: None when not asked for
@@ -199,12 +202,12 @@ class TreeHash:
     def unread_total(self) -> int:
         """The files and directories it could not read, named or only counted. Every unreadable directory
         is named until the bound, so below it the names are the count (one refused twice, as when a
-        handed-out directory is reopened, is one)."""
-        named = len(self.skipped_named)
+        handed-out directory is reopened, is one); so is every directory the filesystem refused."""
+        named, refused = len(self.skipped_named), len(self.skipped_refused)
         return (
             self.unreadable_count
             + (self.skipped.get("unreadable", 0) if named >= MAX_UNREADABLE_KEPT else named)
-            + self.skipped.get("filesystem_error", 0)  # directories the filesystem refused: counted only
+            + (self.skipped.get("filesystem_error", 0) if refused >= MAX_UNREADABLE_KEPT else refused)
         )
 
 
@@ -667,6 +670,7 @@ def hash_path(request: TreeRequest, progress: Progress, cancel: Cancel) -> TreeH
         except OSError as exc:
             raise EngineError(f"Cannot walk {shown}: {exc.strerror or exc}") from None
         result.base, result.skipped, result.skipped_named = root, skipped.as_dict(), skipped.named
+        result.skipped_refused = skipped.refused_named
     progress(result.files + result.total_bytes, None)
     result.seconds = time.perf_counter() - started
     return result

@@ -173,7 +173,7 @@ class ParallelWalk:
     ) -> dict[str, Any]:
         """Walk the claimed subtrees here, each event to ``consume(event, scanner)``; returns this
         process's part as ``stopped_early`` reads it (``stopped``, ``subtrees`` walked and, in a child,
-        ``skipped``, ``skipped_named``), to which the engine adds what it found."""
+        ``skipped``, ``skipped_named``, ``skipped_refused``), to which the engine adds what it found."""
         stopped: str | None = None
         done = 0
         while stopped is None and (index := claim()) is not None:
@@ -191,6 +191,7 @@ class ParallelWalk:
         part: dict[str, Any] = {"stopped": stopped, "subtrees": done}
         if in_child:
             part["skipped"], part["skipped_named"] = counter.as_dict(), counter.named
+            part["skipped_refused"] = counter.refused_named
         return part
 
     def stopped_early(
@@ -209,7 +210,7 @@ class ParallelWalk:
             claimed += part["subtrees"]
             stopped = stopped or part["stopped"]
             if slot:
-                skipped.merge(part["skipped"], part["skipped_named"])
+                skipped.merge(part["skipped"], part["skipped_named"], part["skipped_refused"])
         if claimed < len(self.subtrees):
             stopped = stopped or self.budget.reason
         return stopped

@@ -25,11 +25,12 @@ from sysmcp.engine.walk._types import (
     SubtreeTotals,
     WalkOptions,
 )
-from sysmcp.engine.walk._walk import NEVER, Scanner, join, walk_files
+from sysmcp.engine.walk._walk import NEVER, PART, Scanner, join, walk_files
 
 __all__ = [
     "GONE",
     "NEVER",
+    "PART",
     "RUN_BYTES",
     "Budget",
     "Listing",

@@ -12,8 +12,11 @@ import math
 import resource  # imported with the walk: out of descriptors, an import could not open its file
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from sysmcp import platform
+
+T = TypeVar("T")
 
 
 class ScanStopped(Exception):
@@ -66,8 +69,11 @@ def out_of_descriptors(exc: OSError) -> bool:
     through. The limit is taken to be ours unless the count shows it far off: fewer descriptors held
     than the limit less ``_near_limit`` (the system's table likewise for ENFILE). The margin covers what
     other threads close between the failure and the count; a count that cannot be taken (no
-    descriptor left to list them with, no /proc) leaves the error read as ours.
+    descriptor left to list them with, no /proc) leaves the error read as ours. An error ``open_again``
+    decided (by trying once more) is what it decided.
     """
+    if isinstance(exc, _Decided):
+        return exc.ours
     if exc.errno == errno.EMFILE:
         held = platform.descriptors_in_use()
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -78,6 +84,41 @@ def out_of_descriptors(exc: OSError) -> bool:
         table = platform.open_files_in_system()
         return table is None or table[0] >= table[1] - _near_limit(table[1])
     return False
+
+
+class _Decided(OSError):
+    """An EMFILE or ENFILE that ``open_again`` has told apart: ``ours`` (no descriptor left to this
+    process, or the system) or the filesystem's own (a FUSE daemon's limit)."""
+
+    ours = True
+
+
+class _NoDescriptorLeft(_Decided):
+    ours = True
+
+
+class _RefusedByFilesystem(_Decided):
+    ours = False
+
+
+def open_again(exc: OSError, call: Callable[[], T]) -> T:
+    """After ``call`` (which takes a descriptor: an open, a listing) failed with ``exc``: ``exc`` raised
+    again, unless it is an EMFILE or ENFILE the count (``out_of_descriptors``) calls the filesystem's.
+    Then ``call`` once more, its result returned: a descriptor got now means the first failure was this
+    process's, the count taken after other threads closed theirs. A second such failure with room still
+    left is the filesystem's. Either way the error raised is decided: ``out_of_descriptors`` of it does
+    not count again (a count taken later could say otherwise)."""
+    if exc.errno not in NO_DESCRIPTOR_LEFT:
+        raise exc
+    if out_of_descriptors(exc):
+        raise _NoDescriptorLeft(exc.errno, exc.strerror, exc.filename) from None
+    try:
+        return call()
+    except OSError as again:
+        if again.errno not in NO_DESCRIPTOR_LEFT:
+            raise
+        decided = _NoDescriptorLeft if out_of_descriptors(again) else _RefusedByFilesystem
+        raise decided(again.errno, again.strerror, again.filename) from None
 
 
 def _near_limit(limit: int) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from sysmcp.engine.mounts import KERNEL_TYPES
 from sysmcp.engine.opens import S_IFMT, open_path
-from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, out_of_descriptors
+from sysmcp.engine.walk._budget import Budget, OutOfDescriptors, ScanStopped, open_again, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import mount_points_below, mount_table
 from sysmcp.engine.walk._types import DIR_FLAGS, GONE, S_IFDIR, S_IFLNK, S_IFREG, SkipCounter, WalkOptions
 
@@ -51,7 +51,10 @@ class _Walk:
         filesystem returned (their own entries are added when they are opened)."""
         skipped, seen, dev = self.skipped, self.seen, self.dev
         try:
-            names = os.listdir(fd)
+            try:
+                names = os.listdir(fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                names = open_again(first, lambda: os.listdir(fd))
         except OSError as exc:
             if out_of_descriptors(exc):  # nothing about the directory: the walk stops, partial
                 raise OutOfDescriptors(exc) from None
@@ -104,7 +107,10 @@ class _Walk:
         """A subdirectory opened by name relative to its parent (never through a symlink) and its own
         entry counted; None when it vanished or cannot be read (then its own size is counted, as du does)."""
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=parent))
         except OSError as exc:
             if out_of_descriptors(exc):
                 raise OutOfDescriptors(exc) from None
@@ -138,28 +144,45 @@ def walk_totals(
     top = open_path(root, directory=True)  # no symlink on the way: one swapped in since it was resolved
     # the directories open along the walk's path: descriptor, path relative to the root, subdirectories left
     path: list[tuple[int, str, list[tuple[str, os.stat_result]]]] = []
+    # The inode numbers of the directories the walk is inside of, the root's first (it enters only
+    # directories of the root's device: a number is a directory). One met again below itself is a bind
+    # mount of it made since the mount table was read: a loop, skipped as ``Scanner`` skips it.
+    inside: set[int] = set()
+    entered: list[int] = []  # the same numbers, in the order of ``path``
     stopped = None
     try:
         st = os.fstat(top)
         walk.dev = st.st_dev
+        inside.add(st.st_ino)
         whole.apparent, whole.blocks, whole.entries = st.st_size, st.st_blocks, 1
         for name, st in walk.read(top, "", whole):
+            if st.st_ino in inside:
+                skipped.add("directory_loop")
+                continue
             part = parts[name] = Totals()
             fd = walk.enter(top, name, st, name, whole, part)
             if fd is None:
                 continue
             path.append((fd, name, walk.read(fd, name, whole, part)))
+            inside.add(st.st_ino)
+            entered.append(st.st_ino)
             while path:
                 fd, relative, subdirs = path[-1]
                 if not subdirs:
                     os.close(path.pop()[0])
+                    inside.discard(entered.pop())
                     continue
                 budget()
                 child, st = subdirs.pop()
+                if st.st_ino in inside:
+                    skipped.add("directory_loop")
+                    continue
                 below = f"{relative}/{child}"
                 opened = walk.enter(fd, child, st, below, whole, part)
                 if opened is not None:
                     path.append((opened, below, walk.read(opened, below, whole, part)))
+                    inside.add(st.st_ino)
+                    entered.append(st.st_ino)
     except ScanStopped as stop:
         stopped = stop.reason
     finally:

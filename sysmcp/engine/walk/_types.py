@@ -10,10 +10,10 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from sysmcp.engine.walk._budget import out_of_descriptors
+from sysmcp.engine.walk._budget import open_again, out_of_descriptors
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # What opening a directory listed a moment ago says when it is no longer there as a directory: gone
@@ -36,7 +36,7 @@ class WalkOptions:
 class SkipCounter:
     """Entries left out of a walk, by reason, so a result can say what it did not see and why."""
 
-    __slots__ = ("_counts", "_limit", "_named")
+    __slots__ = ("_counts", "_limit", "_named", "_refused")
 
     #: Unreadable directories named per result (the rest are counted): enough to see where access stops.
     NAMED = 5
@@ -46,6 +46,7 @@ class SkipCounter:
         self._counts: Counter[str] = Counter()
         self._limit = named
         self._named: list[str] = []
+        self._refused: list[str] = []
 
     def add(self, reason: str, count: int = 1) -> None:
         self._counts[reason] += count
@@ -66,11 +67,18 @@ class SkipCounter:
         """Count a directory that is there but could not be opened or listed: unreadable and named when
         permission was denied (answers say "permission denied on" the named ones), else a
         ``filesystem_error``: what the filesystem answered for reasons of its own (an I/O error, a
-        FUSE daemon's EMFILE), which no permission would change."""
+        FUSE daemon's EMFILE), which no permission would change, named apart (``refused_named``): an
+        integrity baseline records either as not read, so that its files are neither added nor removed."""
         if exc.errno in (errno.EACCES, errno.EPERM):
             self.unreadable(relative)
         else:
-            self._counts["filesystem_error"] += 1
+            self.refused_directory(relative)
+
+    def refused_directory(self, relative: str) -> None:
+        """Count a directory the filesystem refused to open or to list to the end, and name it if few so far."""
+        self._counts["filesystem_error"] += 1
+        if len(self._refused) < self._limit and relative not in self._refused:
+            self._refused.append(relative)
 
     def name(self, relative: str) -> None:
         if len(self._named) < self._limit and relative not in self._named:
@@ -81,12 +89,20 @@ class SkipCounter:
         """The first unreadable directories, relative to the root ('' is the root itself)."""
         return list(self._named)
 
-    def merge(self, counts: dict[str, int], named: Iterable[str] = ()) -> None:
-        """Add another process's ``as_dict()`` and ``named`` (a forked worker's skips) to these."""
+    @property
+    def refused_named(self) -> list[str]:
+        """The first directories the filesystem refused (``filesystem_error``), relative to the root."""
+        return list(self._refused)
+
+    def merge(self, counts: dict[str, int], named: Iterable[str] = (), refused: Iterable[str] = ()) -> None:
+        """Add another process's ``as_dict()``, ``named`` and ``refused_named`` (a forked worker's skips)."""
         for reason, n in counts.items():
             self._counts[reason] += n
         for relative in named:
             self.name(relative)
+        for relative in refused:
+            if len(self._refused) < self._limit and relative not in self._refused:
+                self._refused.append(relative)
 
     def as_dict(self) -> dict[str, int]:
         return {reason: n for reason, n in sorted(self._counts.items()) if n}
@@ -168,6 +184,8 @@ class Frame:
     partial: bool = False
     parent: Frame | None = None  # set for directories handed out or split by detach()
     listed: bool = False  # read already: the subdirectories of a split directory past the task bound
+    # A big directory handed out in parts (``ScanConfig.listing_parts``): the names not read yet
+    rest: Iterator[str] | None = None
 
 
 # A directory handed out by ``Scanner.detach`` for another scanner (or process) to walk, by path
@@ -193,7 +211,11 @@ def reopen(name: bytes | str, dev: int, ino: int, dir_fd: int | None = None) -> 
     """The directory ``name`` opened again, if it is still (device, inode); None if not, or if it
     cannot be opened. No descriptor left (``out_of_descriptors``) is no fact about the directory: raised."""
     try:
-        return same(os.open(name, DIR_FLAGS, dir_fd=dir_fd), dev, ino)
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+            fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=dir_fd))
+        return same(fd, dev, ino)
     except OSError as exc:
         if out_of_descriptors(exc):
             raise
@@ -230,4 +252,7 @@ class ScanConfig:
     # directory, never followed) and special file listed is handed out in ``Listing.nodes``.
     record_nodes: bool = False
     list_at_once: int = 256 << 10  # directories up to this size (st_size) are listed in one call
+    # A directory bigger than that (streamed) is handed out as several ``Listing``s of about this many
+    # files each, so a consumer that keeps nothing of a listing holds that many, not a million (0: one).
+    listing_parts: int = 0
     check_every: int = 1024  # entries between checkpoints inside one huge directory (about 3 ms of work)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import itertools
 import os
 import re
@@ -30,7 +31,7 @@ from dataclasses import replace
 from sysmcp.engine.calls import never_cancelled
 from sysmcp.engine.mounts import KERNEL_TYPES  # kernel filesystems: sizes there are fiction, walks endless
 from sysmcp.engine.opens import S_IFMT
-from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, out_of_descriptors
+from sysmcp.engine.walk._budget import OutOfDescriptors, ScanStopped, open_again, out_of_descriptors
 from sysmcp.engine.walk._mountpoints import MountPoint, holding, mount_points_below, mount_table
 from sysmcp.engine.walk._types import (
     DIR_FLAGS,
@@ -59,6 +60,9 @@ BTRFS_SUBVOLUME_ROOT = 256
 
 DEFAULTS = ScanConfig()  # every file listed, every event handed out
 NEVER = 1 << 62  # a file floor (ScanConfig) no file reaches: no file is listed
+# Files per Listing of a big directory, for a consumer that keeps nothing of one (``ScanConfig.listing_parts``):
+# about 3 MiB of names and stat results, however many files the directory holds.
+PART = 4096
 
 
 def _chunks(names: Iterable[str], size: int) -> Iterable[Sequence[str]]:
@@ -210,6 +214,9 @@ class Scanner:
                     listing = read(top)
                     if empty or listing.files or listing.links:
                         yield listing
+                    if top.rest is not None:
+                        del listing  # the part handed out is not held while the next is read
+                        yield from self._more(top)
             except ScanStopped as stop:
                 self._stop = stop
             while stack:
@@ -239,6 +246,9 @@ class Scanner:
                         listing = read(child)
                         if empty or listing.files or listing.links:
                             yield listing
+                        if child.rest is not None:
+                            del listing  # the part handed out is not held while the next is read
+                            yield from self._more(child)
                     else:
                         stack.pop()
                         if top.ino in repeated:
@@ -261,6 +271,15 @@ class Scanner:
         finally:
             for frame in stack:
                 self._close(frame)
+
+    def _more(self, frame: Frame) -> Generator[Listing, None, None]:
+        """The further parts of a big directory ``_read`` handed out the first part of
+        (``ScanConfig.listing_parts``), until its names are all read or the walk is stopping."""
+        while frame.rest is not None and self._stop is None:
+            listing = self._read(frame)
+            if listing.files or listing.links:
+                yield listing
+            del listing  # not held while the next part is read
 
     @staticmethod
     def _above(frame: Frame) -> Generator[Frame, None, None]:
@@ -324,14 +343,23 @@ class Scanner:
         on_file = config.on_file
         s_ifmt, s_ifdir, s_ifreg, s_iflnk = S_IFMT, S_IFDIR, S_IFREG, S_IFLNK
         fd = frame.fd
-        try:
-            # A small directory is listed in one call (names only: no DirEntry objects to build);
-            # a big one is streamed, so memory stays bounded however many entries it has. The
-            # size test uses the directory's own size, which is all ``apparent`` holds before this.
-            names: Iterable[str] = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
-        except OSError as exc:
-            self._unlistable(frame, exc)
-            return Listing(frame.relative, frame.depth, files, links)
+        names: Iterable[str]
+        if frame.rest is not None:  # the next part of a big directory (``listing_parts``)
+            names, frame.rest = frame.rest, None
+        else:
+            try:
+                # A small directory is listed in one call (names only: no DirEntry objects to build);
+                # a big one is streamed, so memory stays bounded however many entries it has. The
+                # size test uses the directory's own size, which is all ``apparent`` holds before this.
+                try:
+                    names = os.listdir(fd) if frame.apparent <= config.list_at_once else _names(fd)
+                except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                    names = open_again(first, lambda: os.listdir(fd))
+            except OSError as exc:
+                self._unlistable(frame, exc)
+                return Listing(frame.relative, frame.depth, files, links)
+        # a streamed directory's files go out in parts of this many (its names left in ``frame.rest``)
+        part = config.listing_parts if config.listing_parts and not isinstance(names, list) else 1 << 62
         lstat = os.stat
         denied = False  # an entry could not be looked at for want of search permission on the directory
         mounted = self._mount_points.get(frame.relative) if self._mount_points else None
@@ -397,8 +425,11 @@ class Scanner:
                         files.append((name, st))
                         if len(files) == prune_at:
                             floor, block_floor = self._prune(files, floor, block_floor)
-        except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("filesystem_error")
+                if len(files) + len(links) >= part:
+                    frame.rest = iter(names)  # the names not pulled yet: read on next (``_more``)
+                    break
+        except OSError:  # the directory went bad while being read (EIO, removed): what is left of it unseen
+            skipped.refused_directory(frame.relative)
         self.entries += count
         self.apparent += apparent - self._reported
         self._reported = 0
@@ -428,7 +459,10 @@ class Scanner:
         listing = Listing(frame.relative, frame.depth, [], [], typed)
         nodes = listing.nodes if self._config.record_nodes else None
         try:
-            entries = os.scandir(fd)
+            try:
+                entries = os.scandir(fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                entries = open_again(first, lambda: os.scandir(fd))
         except OSError as exc:
             self._unlistable(frame, exc)
             return listing
@@ -477,8 +511,8 @@ class Scanner:
                         skipped.add("special_file")
                     if nodes is not None and (node := _node(prefix, name, st, fd)) is not None:
                         nodes.append(node)
-        except OSError:  # the directory went bad while being read (EIO, removed)
-            skipped.add("filesystem_error")
+        except OSError:  # the directory went bad while being read (EIO, removed): what is left of it unseen
+            skipped.refused_directory(frame.relative)
         self.entries += count
         frame.files += nfiles
         return listing
@@ -549,8 +583,12 @@ class Scanner:
             return None
         if parent.fd is None:
             raise AssertionError("a parent with subdirectories left always has a descriptor")
+        parent_fd = parent.fd
         try:
-            fd = os.open(name, DIR_FLAGS, dir_fd=parent.fd)
+            try:
+                fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+            except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                fd = open_again(first, lambda: os.open(name, DIR_FLAGS, dir_fd=parent_fd))
         except OSError as exc:
             # Unreadable (EACCES), gone (ENOENT) or swapped for a symlink/file (ELOOP, ENOTDIR): not followed.
             # No descriptor left says nothing of the directory: the walk stops there, partial.
@@ -613,6 +651,10 @@ class Scanner:
     @staticmethod
     def _close(frame: Frame) -> None:
         """Close a frame's descriptor; a deep walk reopens it later through its child's '..'."""
+        if frame.rest is not None:  # a big directory's names not read (the walk stopped): its listing's
+            rest, frame.rest = frame.rest, None
+            if isinstance(rest, Generator):
+                rest.close()
         if frame.fd is not None:
             fd, frame.fd = frame.fd, None
             os.close(fd)
@@ -653,12 +695,14 @@ class Scanner:
                 continue
             try:
                 listing = self._read(frame)
+                parts = list(self._more(frame)) if frame.rest is not None else []
             finally:
                 self._close(frame)
             if self._stop is not None:
                 frame.partial = True
             if self._config.empty_listings or listing.files or listing.links:
                 listings.append(listing)
+            listings += parts
             subdirs, frame.subdirs = frame.subdirs, []
             for at, (name, st) in enumerate(subdirs):
                 if len(queue) >= limit - 1 and at < len(subdirs) - 1:
@@ -745,7 +789,10 @@ class Scanner:
                     st = os.fstat(fd)
                     above.append((st.st_dev, st.st_ino))
                 reached.append(name)
-                child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                try:
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
+                except OSError as first:  # an EMFILE the count calls not ours: once more (``open_again``)
+                    child = open_again(first, functools.partial(os.open, name, DIR_FLAGS, dir_fd=fd))
                 os.close(fd)
                 fd = child
         except OSError as exc:
@@ -856,27 +903,33 @@ def walk_files(
     root: bytes, options: WalkOptions, skipped: SkipCounter, cancel: Callable[[], None]
 ) -> Generator[FileEntry, None, None]:
     """Every regular file under ``root`` (hard-linked names included, unsorted), never following
-    symlinks; special files and unreadable directories skipped and counted. ``cancel()`` runs between
+    symlinks; special files and unreadable directories skipped and counted. A big directory is read
+    in parts (``PART`` files each): memory holds a part, not the whole directory. ``cancel()`` runs between
     directories and every few thousand entries, and may raise. A walk that stopped early (``cancel``'s
     ``ScanStopped``, no descriptor left) raises ``ScanStopped`` with its reason once every file it saw
     was given: the caller cannot take what it got for the whole tree.
     """
     root = os.fsencode(root)
     scanner = Scanner(
-        root, options, skipped, cancel, config=ScanConfig(empty_listings=False, finished_depth=-1)
+        root,
+        options,
+        skipped,
+        cancel,
+        config=ScanConfig(empty_listings=False, finished_depth=-1, listing_parts=PART),
     )
     fsencode = os.fsencode
     head = join(root, b"x")[:-1]  # root and one slash
     events = scanner.events()
     try:
         for event in events:
-            if type(event) is not Listing:
-                continue
-            base = fsencode(event.relative) + b"/" if event.relative else b""
-            for group in (event.files, event.links):
-                for name, st in group:
-                    relative = base + fsencode(name)
-                    yield FileEntry(head + relative, relative, st)
+            if type(event) is Listing:
+                base = fsencode(event.relative) + b"/" if event.relative else b""
+                for group in (event.files, event.links):
+                    for name, st in group:
+                        relative = base + fsencode(name)
+                        yield FileEntry(head + relative, relative, st)
+                del group  # a big directory's part is not held while the next is read
+            del event
     finally:
         events.close()  # a consumer that stops early closes the directories at once
     if scanner.stopped is not None:

@@ -228,3 +228,54 @@ def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(tmp_path: Pat
     assert ("a/c/d" in handed_out) == (where == "below")  # the loop itself is not handed out
     assert skipped == {"directory_loop": 1}
     assert files == ["a/c/g", "a/h", "b/f"]
+
+
+TOTALS_WHILE_A_LOOP_IS_MADE = """
+import json, os, subprocess, sys
+from sysmcp.engine.walk import walk_totals
+
+root = sys.argv[1]
+os.makedirs(os.path.join(root, "a", "b", "loop"))
+open(os.path.join(root, "a", "b", "f"), "wb").write(b"x" * 1000)
+made = []
+
+def cancel():
+    # First asked once ``a`` is read, before ``b`` is: ``b/loop`` is the root when ``b`` is listed.
+    if not made:
+        subprocess.run(["mount", "--bind", root, os.path.join(root, "a", "b", "loop")], check=True)
+        made.append(True)
+
+whole, parts, stopped, skipped = walk_totals(root, 30.0, lambda entries, apparent: None, cancel)
+print(json.dumps([stopped, skipped.as_dict(), whole.entries, parts["a"].entries]))
+"""
+
+
+@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
+def test_a_totals_walk_skips_a_loop_made_mid_walk_as_the_scanner_does(tmp_path: Path) -> None:
+    """``walk_totals`` (container_usage's reconciliation) walked into the bind mount of its root made
+    below it: the root's tree counted twice (a bind mount does not carry the one made on itself)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            TOTALS_WHILE_A_LOOP_IS_MADE,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    stopped, skipped, entries, in_a = json.loads(done.stdout)
+    assert (stopped, skipped) == (None, {"directory_loop": 1})
+    assert (entries, in_a) == (5, 3)  # the root, a, a/b, a/b/f and the name a/b/loop: nothing below it

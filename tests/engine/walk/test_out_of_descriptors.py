@@ -79,3 +79,45 @@ def test_a_split_walk_reads_a_chain_deeper_than_its_descriptors_in_full(deep_pat
     assert split == [None, 1]
     stopped, files = json.loads(under_limit(lambda: walk(Sharing(processes=1)), limit))
     assert stopped is not None and f"limit of {limit:,}" in stopped and files == 0
+
+
+def test_descriptors_other_threads_close_before_the_count_do_not_make_our_emfile_the_filesystem_s(
+    tmp_path: Path,
+) -> None:
+    """The walk's limit is met listing the root; before the count is taken, other threads close many
+    descriptors (the hook on the count does it, as they would): the count then shows room, which read
+    the walk's own EMFILE as the filesystem's refusal (the root a ``filesystem_error``, nothing below
+    seen). Opening once more tells: it succeeds, and the walk goes on."""
+    from sysmcp import platform
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"x")
+    (tmp_path / "g").write_bytes(b"y")
+    limit = 256
+
+    def walk() -> str:
+        fillers = []
+        try:
+            while True:
+                fillers.append(os.dup(0))
+        except OSError:
+            pass
+        os.close(fillers.pop())  # one left: the root's; listing it takes one more
+        real = platform.descriptors_in_use
+
+        def other_threads_close_theirs_first() -> int | None:
+            while len(fillers) > limit // 2:
+                os.close(fillers.pop())
+            return real()
+
+        platform.descriptors_in_use = other_threads_close_theirs_first
+        skipped = SkipCounter()
+        scanner = Scanner(os.fsencode(tmp_path), WalkOptions(), skipped, mounts=[])
+        root = [e for e in scanner.events() if isinstance(e, SubtreeTotals) and e.relative == ""]
+        platform.descriptors_in_use = real
+        return json.dumps([scanner.stopped, skipped.as_dict(), root[0].files])
+
+    stopped, skipped, files = json.loads(under_limit(walk, limit))
+    assert stopped is None
+    assert skipped == {}
+    assert files == 2

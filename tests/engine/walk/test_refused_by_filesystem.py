@@ -33,6 +33,16 @@ def fusepy_python() -> str | None:
 
 @pytest.fixture
 def refusing_mount(tmp_path: Path) -> Iterator[Path]:
+    yield from mounted(tmp_path)
+
+
+@pytest.fixture
+def failing_mount(tmp_path: Path) -> Iterator[Path]:
+    """The refusing filesystem with ``eio``, a directory that opens but fails (EIO) to be listed."""
+    yield from mounted(tmp_path, "--eio")
+
+
+def mounted(tmp_path: Path, *flags: str) -> Iterator[Path]:
     python = fusepy_python()
     unmount = shutil.which("fusermount3") or shutil.which("fusermount")
     if (
@@ -45,7 +55,7 @@ def refusing_mount(tmp_path: Path) -> Iterator[Path]:
     point = tmp_path / "mnt"
     point.mkdir()
     server = subprocess.Popen(
-        [python, str(SERVER), str(point)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [python, str(SERVER), str(point), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
         assert server.stdout is not None
@@ -111,3 +121,51 @@ async def test_hash_tree_says_the_filesystem_refused_a_file_not_that_the_server_
     assert [entry["path"] for entry in structured["unreadable"]] == ["ok/refused"], text
     assert "the filesystem refused it" in structured["unreadable"][0]["error"], text
     assert "ulimit" not in text and "PARTIAL" not in text, text
+
+
+def test_a_directory_the_filesystem_refused_is_named_apart_from_permission_denied(
+    refusing_mount: Path,
+) -> None:
+    skipped = SkipCounter()
+    list(Scanner(os.fsencode(refusing_mount), WalkOptions(), skipped).events())
+    assert skipped.refused_named == ["busy"]
+    assert skipped.named == []
+
+
+@pytest.mark.parametrize("hash_processes", [1, 2])
+def test_a_baseline_records_a_directory_the_filesystem_refused_as_not_read(
+    failing_mount: Path, hash_processes: int
+) -> None:
+    """Its files are neither in the baseline nor called added when it is readable again: unread. ``busy``
+    is refused at open (EMFILE), ``eio`` when listed (EIO); two processes: named in a child too."""
+    from sysmcp.engine.calls import never_cancelled, no_progress
+    from sysmcp.engine.hashing import ALGORITHMS, TreeRequest, hash_path
+    from sysmcp.engine.parallel import Sharing
+    from sysmcp.history.diff import diff_baselines
+    from sysmcp.history.recording import baseline_of, series_of, unreadable_of
+
+    base = os.fsencode(failing_mount)
+    sharing = Sharing(processes=hash_processes, split_after_s=0)
+    request = TreeRequest(base, ALGORITHMS["sha256"], "gnu", WalkOptions(), 60, 1 << 30, 10, sharing)
+    tree = hash_path(request, no_progress, never_cancelled)
+    assert tree.manifest is not None
+    manifest = bytes(tree.manifest)
+    series = series_of(base, WalkOptions())
+    baseline = baseline_of(series, base, manifest, "sha256", False, 1.0, unreadable_of(tree))
+    assert tree.skipped == {"filesystem_error": 2}
+    assert baseline.unread[b"busy"].directory and baseline.unread[b"eio"].directory
+    assert baseline.unrecorded == 0
+    readable_again = baseline_of(series, base, manifest, "sha256", False, 2.0)
+    readable_again.files[b"busy/b"] = readable_again.files[b"eio/c"] = readable_again.files[b"f"]
+    added = diff_baselines(baseline, readable_again).added
+    assert b"busy/b" not in added and b"eio/c" not in added
+    removed = diff_baselines(readable_again, baseline).removed  # readable then, refused now
+    assert b"busy/b" not in removed and b"eio/c" not in removed
+
+
+def test_a_worker_s_refused_directories_are_merged_named_and_bounded() -> None:
+    mine = SkipCounter(named=2)
+    mine.refused_directory("a")
+    mine.merge({"filesystem_error": 3}, (), ["a", "b", "c"])
+    assert mine.refused_named == ["a", "b"]
+    assert mine.as_dict() == {"filesystem_error": 4}
