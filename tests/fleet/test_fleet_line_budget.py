@@ -25,6 +25,7 @@ HOSTS = list(INVENTORY.hosts)
 LINE = st.one_of(
     st.text(alphabet="abc /.:0123456789", max_size=30),
     st.integers(0, 3_000).map(lambda n: "x" * n),
+    st.sampled_from(["\x01", "y"]).map(lambda c: c * 60_000),  # one line wider than a cut text's share
     st.sampled_from(["", "a\rb", "a\u2028b", "a\x0bb", "1.5 s", "sysmcp://results/1/x"]),
 )
 OUTCOME = st.tuples(
@@ -85,6 +86,7 @@ def test_the_merged_text_never_passes_its_line_budget(
     result = anyio.run(call_as, version, srv, {"path": "/srv", "hosts": HOSTS[:count]}, tool)
     assert result["isError"] is False or "Invalid arguments" not in result["content"][0]["text"], result
     assert lines_read(result) <= LINE_BUDGET, result["content"]
+    assert len(result["content"][0]["text"]) <= TEXT_BUDGET + 1_000, result["content"][0]["text"][-300:]
 
 
 @pytest.mark.anyio
