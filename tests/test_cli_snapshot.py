@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pwd
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from sysmcp.cli.snapshot import EXIT_LOCKED, EXIT_NO_HISTORY, EXIT_OK, EXIT_USAGE, LOCK_NAME
 
@@ -220,3 +224,86 @@ def test_a_path_that_is_no_directory_is_refused_before_anything_is_made_or_scann
         assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (paths, done.stderr)
         assert done.stderr.startswith("sysmcp snapshot: ") and done.stderr.count("\n") == 1, done.stderr
         assert not state.exists(), (paths, done.stderr)
+
+
+def test_a_baseline_no_hash_takes_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    """A FIFO given as --baseline made the state directory and exited 1 after the scans, when hashing
+    refused it: it is refused with the other arguments, and looking at it does not open it (no wait)."""
+    state = tmp_path / "state"
+    (tmp_path / "tree").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    done = sysmcp(
+        "snapshot", "--state-dir", str(state), str(tmp_path / "tree"), "--baseline", str(tmp_path / "fifo")
+    )
+    assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), done.stderr
+    assert done.stderr == (
+        f"sysmcp snapshot: Cannot hash {tmp_path / 'fifo'}: it is a FIFO (named pipe); give a directory or a "
+        "regular file\n"
+    )
+    assert not state.exists()
+
+
+def test_a_missing_path_to_scan_is_said_to_be_missing_not_to_be_no_directory(tmp_path: Path) -> None:
+    done = sysmcp("snapshot", "--state-dir", str(tmp_path / "state"), str(tmp_path / "missing"))
+    assert (done.returncode, done.stderr) == (
+        EXIT_USAGE,
+        f"sysmcp snapshot: No such file or directory: {tmp_path / 'missing'}\n",
+    )
+
+
+def test_a_path_the_user_may_not_look_at_is_refused_in_words_not_a_traceback() -> None:
+    """As a second user, a path under a directory it may not search: Path.is_dir raised PermissionError
+    (a traceback, exit 1) and a --baseline there was said not to exist."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run the command as another user")
+    with tempfile.TemporaryDirectory() as where:  # pytest's own is root's alone: searchable by all here
+        os.chmod(where, 0o755)
+        refused_as_nobody(Path(where))
+
+
+def refused_as_nobody(top: Path) -> None:
+    locked = top / "locked"
+    (locked / "inner").mkdir(parents=True)
+    locked.chmod(0o700)
+    (top / "tree").mkdir(mode=0o755)
+    state = top / "state"
+    nobody = pwd.getpwnam("nobody")
+    for args in ([str(locked / "inner")], [str(top / "tree"), "--baseline", str(locked / "inner")]):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                AS_NOBODY,
+                str(nobody.pw_uid),
+                str(nobody.pw_gid),
+                "snapshot",
+                "--state-dir",
+                str(state),
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert (done.returncode, done.stdout) == (EXIT_USAGE, ""), (args, done.stderr)
+        assert done.stderr == f"sysmcp snapshot: Cannot read {locked / 'inner'}: Permission denied\n", args
+        assert not state.exists()
+
+
+#: ``sysmcp`` run as another user, its modules (and the standard library's it needs) imported first,
+#: as root: the tests' own tree need not be readable by that user.
+AS_NOBODY = """
+import os, sys, importlib, pkgutil
+import argparse, pickle, sqlite3, json, fcntl, hashlib, stat, errno, textwrap, locale, gettext
+import sysmcp, sysmcp.cli
+for module in pkgutil.walk_packages(sysmcp.__path__, "sysmcp."):
+    try:
+        importlib.import_module(module.name)
+    except Exception:
+        pass
+uid, gid = int(sys.argv[1]), int(sys.argv[2])
+os.setgroups([]); os.setgid(gid); os.setuid(uid)
+os.environ["HOME"] = "/nonexistent"
+sys.argv = ["sysmcp", *sys.argv[3:]]
+sys.exit(sysmcp.cli.main())
+"""

@@ -421,3 +421,42 @@ def test_one_entry_not_checked_is_singular() -> None:
     assert "1 of 1 entry was not checked." in render_check(answer, 1.0, 50, None, None)
     answer = replace(answer, not_checked=2, entries=3)
     assert "2 of 3 entries were not checked." in render_check(answer, 1.0, 50, None, None)
+
+
+def test_a_check_that_stopped_early_does_not_say_it_checked_the_entries_it_did_not() -> None:
+    """'Checked 2,000 entries of SUMS …; 2,000 not checked' when checking stopped before any entry."""
+    from sysmcp.tools.verify_checksums import VerifyChecksums
+    from sysmcp.tools.verify_checksums import render as render_check
+
+    answer = VerifyChecksums(
+        manifest="/srv/SHA256SUMS",
+        base_dir="/srv",
+        complete=False,
+        stopped_reason="time budget of 1 s reached",
+        not_checked=2_000,
+        all_ok=False,
+        entries=2_000,
+        ok=0,
+        failed=0,
+        missing=0,
+        unreadable=0,
+        improperly_formatted=0,
+        new=None,
+        algorithms={},
+        bytes_hashed=0,
+        seconds=0.0,
+        failed_files=[],
+        missing_files=[],
+        unreadable_files=[],
+        improperly_formatted_lines=[],
+        new_files=[],
+        truncated=False,
+        report_uri=None,
+        walk_skipped={},
+    )
+    text = render_check(answer, 1.0, 50, None, None)
+    assert "\nChecked 0 of 2,000 entries of /srv/SHA256SUMS against /srv: 0 OK," in text, text
+    answer = replace(answer, not_checked=1, ok=1, entries=2)
+    assert "\nChecked 1 of 2 entries of /srv/SHA256SUMS against /srv: 1 OK," in render_check(
+        answer, 1.0, 50, None, None
+    )

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -239,10 +240,7 @@ def _targets(args: argparse.Namespace, roots: list[str]) -> tuple[list[Path], li
     ]:
         try:
             path = policy.resolve(raw)
-            if kind == "scan" and not path.is_dir():
-                raise ToolError(f"not a directory: {raw}")
-            if not os.path.lexists(path):  # a baseline's: resolved, it need not exist
-                raise ToolError(f"No such file or directory: {raw}")
+            _check_kind(path, raw, kind)
         except (ToolError, EngineError) as exc:
             print(f"sysmcp snapshot: {worded(exc)}", file=sys.stderr)
             refused = True
@@ -252,6 +250,26 @@ def _targets(args: argparse.Namespace, roots: list[str]) -> tuple[list[Path], li
         else:
             baselines.append((raw, path))
     return None if refused else (scans, baselines)
+
+
+def _check_kind(path: Path, raw: str, kind: str) -> None:
+    """Refuse (``ToolError``, ``WrongKind``) a path to scan that is no directory, or a baseline that is
+    neither a directory nor a regular file, as the scan and the hashing would refuse it later. Looked at
+    (``lstat`` of the resolved path), never opened: a FIFO is not waited on."""
+    from sysmcp.engine.faults import WrongKind
+    from sysmcp.engine.opens import kind as kind_of
+    from sysmcp.protocol.failures import ToolError
+
+    try:
+        mode = os.stat(path, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        raise ToolError(f"No such file or directory: {raw}") from None
+    except OSError as exc:  # a directory on the way it may not search, as another user
+        raise ToolError(f"Cannot read {raw}: {exc.strerror or exc}") from None
+    if kind == "scan" and not stat.S_ISDIR(mode):
+        raise ToolError(f"not a directory: {raw}")
+    if kind == "baseline" and not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise WrongKind(f"Cannot hash {raw}: it is {kind_of(mode)}", reason="not_tree")
 
 
 def _record(args: argparse.Namespace, scans: list[Path], baselines: list[tuple[str, Path]]) -> int:

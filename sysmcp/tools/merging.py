@@ -37,6 +37,9 @@ LINE_BUDGET = 80  # lines of merged text; past it the full per-host results are 
 #: Characters of merged text as sent (escaped), below the server's answer budget (40,000): a fleet answer
 #: cut here is never cut again by the server, whose cut would add lines past ``LINE_BUDGET``.
 TEXT_BUDGET = 32_000
+#: A cut text's line wider than ``TEXT_BUDGET // LINES_IN_CHARS`` characters is shortened: a cut text
+#: holds at least this many such lines.
+LINES_IN_CHARS = 8
 LINES_PER_HOST = 6  # lines of each host's own text in a per-host summary
 HOSTS_NAMED = 8  # host names spelled out in one line of a group; the count is always given
 #: What differs between hosts giving the same answer: timings, rates, and each host's own result links.
@@ -285,14 +288,37 @@ def bound(
     """The output with its text cut to ``budget`` lines and ``chars`` characters as sent, and the full
     text when it was cut (for the caller to keep as a resource: merges stay pure). A cut text ends in
     the line counting what it left out and leaves one line of the budget free: the line (or the link)
-    that says where the whole text went, which the caller adds."""
+    that says where the whole text went, which the caller adds. In a cut text a line wider than an
+    eighth of ``chars`` is shortened (``_shortened``)."""
     lines = output.text.splitlines()
     sizes = [len(printable_text(line)) + 1 for line in lines]
     if len(lines) <= budget and sum(sizes) <= chars:
         return output, None
+    kept = [_shortened(line, chars // LINES_IN_CHARS) for line in lines]
+    sizes = [len(printable_text(line)) + 1 for line in kept]
     shown, used = 0, 0
-    while shown < min(len(lines), budget - 2) and used + sizes[shown] <= chars:
+    while shown < min(len(kept), budget - 2) and used + sizes[shown] <= chars:
         used += sizes[shown]
         shown += 1
-    head = [*lines[:shown], f"… {plural(len(lines) - shown, 'more line')} not shown."]
+    if shown < len(kept):
+        last = f"… {plural(len(kept) - shown, 'more line')} not shown."
+    else:  # only lines too wide were cut, each saying so
+        cut = sum(a != b for a, b in zip(kept, lines, strict=True))
+        last = f"… every line is shown, {plural(cut, 'line')} shortened."
+    head = [*kept[:shown], last]
     return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text
+
+
+def _shortened(line: str, width: int) -> str:
+    """``line`` kept to ``width`` characters as sent (escaped) and the words saying how many more it had.
+    Why: a cut text stops at its first line that does not fit, and one host's line of a megabyte would
+    take every line after it out of the answer, the hosts without a result named below included."""
+    sent = len(printable_text(line))
+    if sent <= width:
+        return line
+    low, high = 0, width  # the longest start whose escaped form fits: each character is one or more sent
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if len(printable_text(line[:middle])) <= width else (low, middle - 1)
+    keep = low
+    return f"{line[:keep]} … ({plural(sent - len(printable_text(line[:keep])), 'more character')} not shown)"

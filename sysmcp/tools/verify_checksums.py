@@ -376,8 +376,11 @@ def _all_missing_hint(base_dir: str, manifest_dir: str | None) -> str:
 
 
 def _summary(answer: VerifyChecksums) -> str:
+    checked = plural(answer.entries, "entry", "entries")
+    if answer.not_checked:  # a check that stopped early: only those it reached were checked
+        checked = f"{answer.entries - answer.not_checked:,} of {checked}"
     summary = (
-        f"Checked {plural(answer.entries, 'entry')} of {escaped(answer.manifest)} against {escaped(answer.base_dir)}: "
+        f"Checked {checked} of {escaped(answer.manifest)} against {escaped(answer.base_dir)}: "
         f"{answer.ok:,} OK, {answer.failed:,} FAILED, {answer.missing:,} MISSING, "
         f"{answer.unreadable:,} unreadable"
     )

@@ -25,6 +25,7 @@ HOSTS = list(INVENTORY.hosts)
 LINE = st.one_of(
     st.text(alphabet="abc /.:0123456789", max_size=30),
     st.integers(0, 3_000).map(lambda n: "x" * n),
+    st.sampled_from(["\x01", "y"]).map(lambda c: c * 60_000),  # one line wider than a cut text's share
     st.sampled_from(["", "a\rb", "a\u2028b", "a\x0bb", "1.5 s", "sysmcp://results/1/x"]),
 )
 OUTCOME = st.tuples(
@@ -85,6 +86,7 @@ def test_the_merged_text_never_passes_its_line_budget(
     result = anyio.run(call_as, version, srv, {"path": "/srv", "hosts": HOSTS[:count]}, tool)
     assert result["isError"] is False or "Invalid arguments" not in result["content"][0]["text"], result
     assert lines_read(result) <= LINE_BUDGET, result["content"]
+    assert len(result["content"][0]["text"]) <= TEXT_BUDGET + 1_000, result["content"][0]["text"][-300:]
 
 
 @pytest.mark.anyio
@@ -101,3 +103,28 @@ async def test_a_cut_text_whose_full_text_is_not_kept_says_so_within_the_budget(
 def test_a_fleet_text_within_its_own_budget_is_never_cut_again_by_the_servers() -> None:
     """The server's cut of a long answer adds two lines of its own: the fleet's text stays below it."""
     assert TEXT_BUDGET + 1_000 < ANSWER_BUDGET
+
+
+@pytest.mark.anyio
+async def test_one_hosts_line_of_a_megabyte_leaves_the_hosts_without_a_result_named() -> None:
+    """A cut text stopped at its first line that did not fit: one host's line of a megabyte took the lines
+    after it out, the failed hosts' names and reasons included, with 76 lines of the budget left."""
+    srv = server(
+        ShapedFleet(
+            [
+                ("ok", "x" * 1_000_000, False),
+                ("unreachable", "Connection refused", False),
+                ("timeout", "the fleet deadline passed", False),
+            ]
+        )
+    )
+    result = await call(srv, {"path": "/srv", "hosts": ["web01", "web02", "web03"]}, "find_duplicates")
+    text = result["content"][0]["text"]
+    assert text.split("\n")[-4:-1] == [
+        "Hosts without a result:",
+        "  web02: unreachable — Connection refused",
+        "  web03: timeout — the fleet deadline passed",
+    ], text[-500:]
+    assert f"xxxx … ({1_000_000 - 4_000 + 4:,} more characters not shown)" in text, text[-500:]
+    assert text.split("\n")[-1] == "… every line is shown, 1 line shortened.", text[-500:]
+    assert len(text) < TEXT_BUDGET and len(text.split("\n")) <= LINE_BUDGET
