@@ -268,3 +268,20 @@ def test_a_name_with_terminal_escapes_reaches_the_text_with_them_escaped(tmp_pat
     text, _, _ = search(tmp_path)
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
     assert "evil\\033[2J\\033]0;pwned\\a\\342\\200\\256gnp.exe" in text
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_progress_counts_each_file_once_and_never_passes_its_total(tmp_path: Path, processes: int) -> None:
+    """Comparing reads a file twice or more (its first and last blocks, then all of it), and forked
+    comparers had the files they listed still in their counters: the progress said "6 of 4 steps", and
+    a client, whose bar a total the work passed cannot show, got no total at all."""
+    for group in range(20):
+        for copy in range(3):
+            (tmp_path / f"g{group}-{copy}").write_bytes(bytes([group]) * (SMALL * 4 + group))
+    seen: list[tuple[float, float | None]] = []
+    request = DuplicatesRequest(os.fsencode(tmp_path), WalkOptions(), processes=processes, split_after_s=0)
+    find_duplicates(request, lambda done, total: seen.append((done, total)))
+    comparing = [(done, total) for done, total in seen if total is not None]
+    assert comparing, seen
+    assert all(done <= total for done, total in comparing), comparing
+    assert comparing[-1] == (120, 120), comparing  # 60 files listed, 60 compared, each once

@@ -179,7 +179,7 @@ def _search(
     candidates = Candidates(tempfile.TemporaryFile(prefix="sysmcp-candidates-"))  # noqa: SIM115
     handoff = Handoff(count) if count > 1 else None
     mine = SizeRuns(spills[0])
-    walked = total = 0
+    walked = total = compared = 0
     parallel: ParallelWalk | None = None
     here: Reader | None = None  # this process's comparison reader, once comparing
 
@@ -191,7 +191,9 @@ def _search(
         listing()
 
     def cancel_comparing() -> None:
-        progress(walked + (here.files_read if here is not None else 0) + children_counts(parallel)[0], total)
+        progress(
+            walked + (here.files_compared if here is not None else 0) + children_counts(parallel)[0], total
+        )
         cancel()
 
     config = ScanConfig(  # a big directory in parts: its files go to the size runs a part at a time
@@ -259,6 +261,8 @@ def _search(
             for spill in spills:
                 spill.truncate(0)  # the runs are merged: give their disk space back now
             total = walked + candidates.files
+            if fan is not None:
+                fan.progress.reset()  # the children's counts so far are files listed, in walked already
             progress(walked, total)
 
             # Called before every file opened: the progress count and the cancellation question (a hop
@@ -277,12 +281,13 @@ def _search(
                 here.close()
             search.files_read, search.bytes_read = here.files_read, here.bytes_read
             merge_comparisons(results, search)
+            compared = here.files_compared + sum(r.get("compared", 0) for r in results if r is not None)
     finally:
         if handoff is not None:
             handoff.close()
         for spill in [*spills, candidates.spill]:
             spill.close()
-    done = walked + search.files_read
+    done = walked + compared  # each file once, as the total counts it
     progress(done, max(done, total))
     search.groups.sort(key=lambda g: (-g.reclaimable, -g.size, g.copies[0].relative))
     search.elapsed = clock() - started
@@ -304,12 +309,19 @@ def compare_apart(
 ) -> dict[str, Any]:
     """In a forked worker: compare the blocks claimed with a reader and counts of its own."""
     counter = SkipCounter()
-    reader = Reader(root, counter, budget.sharing(lambda: progress.set(reader.files_read, reader.bytes_read)))
+    reader = Reader(
+        root, counter, budget.sharing(lambda: progress.set(reader.files_compared, reader.bytes_read))
+    )
     try:
         result = compare(reader, fd, claim)
     finally:
         reader.close()
-    result.update(read=reader.files_read, bytes=reader.bytes_read, skipped=counter.as_dict())
+    result.update(
+        read=reader.files_read,
+        compared=reader.files_compared,
+        bytes=reader.bytes_read,
+        skipped=counter.as_dict(),
+    )
     return result
 
 

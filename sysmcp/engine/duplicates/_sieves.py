@@ -85,6 +85,9 @@ class Reader:
         self.skipped = skipped
         self.cancel = cancel
         self.files_read = 0  # files opened for a head/tail or a full hash
+        self.files_compared = (
+            0  # files opened at least once: progress counts each file once, as its total does
+        )
         self.bytes_read = 0
         self.buffer = bytearray(CHUNK)
         self.view = memoryview(self.buffer)
@@ -151,6 +154,8 @@ class Reader:
             self.skipped.add("changed")
             return None
         self.files_read += 1
+        if (dev, ino) not in self.seen:
+            self.files_compared += 1
         self.seen[(dev, ino)] = seen(st)
         return fd, st
 

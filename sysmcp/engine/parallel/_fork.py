@@ -135,6 +135,11 @@ class SharedCounters:
         self._slots[2 * self.slot] = entries
         self._slots[2 * self.slot + 1] = bytes_seen
 
+    def reset(self) -> None:
+        """Every process's counters back to zero: a walk's next phase counts something else."""
+        for slot in range(len(self._slots)):
+            self._slots[slot] = 0
+
     def others(self) -> tuple[int, int]:
         """What the children have reported so far."""
         slots = self._slots
