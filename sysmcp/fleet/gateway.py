@@ -21,7 +21,7 @@ from sysmcp.protocol.failures import ToolError
 from sysmcp.protocol.framing import encode
 from sysmcp.protocol.session import MAX_RESULT
 from sysmcp.render import human_bytes, plural
-from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable
+from sysmcp.tools.merging import HostOutcome, bound, default_merge, failure_groups, merge_readable
 from sysmcp.tools.registry import ResourceLink, Tool, ToolOutput
 
 FLEET_NAMES_SHOWN = 50  # host names the instructions list; the count is always given
@@ -140,7 +140,10 @@ class FleetGateway:
             outcomes = await self.fleet.call(tool, sent, hosts, ctx)
         except ToolError as exc:
             return ToolOutput(exc.message, {}, is_error=True)
-        output, full = bound(merge_readable(tool.merge or default_merge, within_answer(outcomes), sent))
+        merged = within_answer(outcomes)
+        output, full = bound(
+            merge_readable(tool.merge or default_merge, merged, sent), failures=failure_groups(merged)
+        )
         if full is not None:
             kept = keep(
                 f"{tool.name}-fleet.json",

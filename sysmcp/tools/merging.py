@@ -123,20 +123,28 @@ def grouped(items: Sequence[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
 
 
 def failure_lines(outcomes: Sequence[HostOutcome]) -> list[str]:
-    """Hosts without an answer (and tool errors), one line per status and reason: a host alone is
-    named with its reason; hosts sharing one (a bastion down, a deadline) are one counted line. Only
-    an outcome the pool marked as its bastion's failure (``bastion``) leads a line with its reason:
-    a reason's words, which a host's stderr can choose, never do."""
-    lines = []
+    """Hosts without an answer (and tool errors) under their heading (``failure_groups``)."""
+    lines = [line for line, _ in failure_groups(outcomes)]
+    return ["Hosts without a result:", *lines] if lines else []
+
+
+def failure_groups(outcomes: Sequence[HostOutcome]) -> list[tuple[str, int]]:
+    """Hosts without an answer (and tool errors), one line per status and reason, with how many hosts
+    each line names: a host alone is named with its reason; hosts sharing one (a bastion down, a
+    deadline) are one counted line. Only an outcome the pool marked as its bastion's failure
+    (``bastion``) leads a line with its reason: a reason's words, which a host's stderr can choose,
+    never do. Each line stays one line (``one_line``): a reason forges no other host's line."""
+    groups = []
     failed = [((o.status, o.reason, o.bastion is not None), o.host) for o in outcomes if not o.ok]
     for (status, reason, at_bastion), hosts in grouped(failed):
         if at_bastion:  # the cause once, then whom it cut off
-            lines.append(f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}")
+            line = f"  {reason}; {plural(len(hosts), 'host')} behind it {status}: {host_list(hosts)}"
         elif len(hosts) == 1:
-            lines.append(f"  {hosts[0]}: {status} — {reason}")
+            line = f"  {hosts[0]}: {status} — {reason}"
         else:
-            lines.append(f"  {plural(len(hosts), 'host')} {status} — {reason}: {host_list(hosts)}")
-    return ["Hosts without a result:", *lines] if lines else []
+            line = f"  {plural(len(hosts), 'host')} {status} — {reason}: {host_list(hosts)}"
+        groups.append((one_line(line), len(hosts)))
+    return groups
 
 
 def names_held(structured: dict[str, Any]) -> dict[str, Any]:
@@ -283,30 +291,92 @@ def _reads(merge: Merge, outcome: HostOutcome, arguments: dict[str, Any]) -> boo
 
 
 def bound(
-    output: ToolOutput, budget: int = LINE_BUDGET, chars: int = TEXT_BUDGET
+    output: ToolOutput,
+    budget: int = LINE_BUDGET,
+    chars: int = TEXT_BUDGET,
+    failures: Sequence[tuple[str, int]] = (),
 ) -> tuple[ToolOutput, str | None]:
     """The output with its text cut to ``budget`` lines and ``chars`` characters as sent, and the full
     text when it was cut (for the caller to keep as a resource: merges stay pure). A cut text ends in
     the line counting what it left out and leaves one line of the budget free: the line (or the link)
     that says where the whole text went, which the caller adds. In a cut text a line wider than an
-    eighth of ``chars`` is shortened (``_shortened``)."""
+    eighth of ``chars`` is shortened (``_shortened``).
+
+    ``failures`` are the merge's ``failure_groups``, which its text ends with (``fleet_output``): a cut
+    keeps the tally, then them, then the other lines from the top while they fit, in the text's order;
+    past the bounds it keeps as many of them as fit and a line counting the hosts left unnamed. Why:
+    they came last and were cut first, so with many hosts answering a failed host was only counted in
+    the tally, never named, while healthy hosts' lines were shown."""
     lines = output.text.splitlines()
     sizes = [len(printable_text(line)) + 1 for line in lines]
     if len(lines) <= budget and sum(sizes) <= chars:
         return output, None
-    kept = [_shortened(line, chars // LINES_IN_CHARS) for line in lines]
-    sizes = [len(printable_text(line)) + 1 for line in kept]
-    shown, used = 0, 0
-    while shown < min(len(kept), budget - 2) and used + sizes[shown] <= chars:
-        used += sizes[shown]
+    width = chars // LINES_IN_CHARS
+    tail = _failure_tail(output.text, failures)
+    head = lines[: len(lines) - len(tail)] if tail else lines
+    kept = [_shortened(line, width) for line in head]
+    failed = [(_shortened(line, width), hosts) for line, hosts in tail]
+    room = _Room(budget - 2, chars)  # the line counting what was left out is the last of budget - 1
+    first = kept[:1] if room.take(kept[:1]) else []  # the tally: every host counted, once
+    named, unnamed = _failures_within(failed, room)
+    shown = len(first)
+    while shown < len(kept) and room.take(kept[shown : shown + 1]):
         shown += 1
-    if shown < len(kept):
-        last = f"… {plural(len(kept) - shown, 'more line')} not shown."
+    if left_out := len(kept) - shown + unnamed:
+        last = f"… {plural(left_out, 'more line')} not shown."
     else:  # only lines too wide were cut, each saying so
-        cut = sum(a != b for a, b in zip(kept, lines, strict=True))
+        cut = sum(a != b for a, b in zip([*kept, *named], lines, strict=True))
         last = f"… every line is shown, {plural(cut, 'line')} shortened."
-    head = [*kept[:shown], last]
-    return ToolOutput("\n".join(head), output.structured, output.is_error, output.links), output.text
+    text = [*kept[:shown], *named, last]
+    return ToolOutput("\n".join(text), output.structured, output.is_error, output.links), output.text
+
+
+#: Characters held back for the line counting the failed hosts a cut text leaves unnamed.
+_COUNT_LINE = 80
+
+
+@dataclass(slots=True)
+class _Room:
+    """What is left of a cut text's lines and characters (as sent) while lines are taken in rank order."""
+
+    lines: int
+    chars: int
+
+    def take(self, lines: Sequence[str], spare: int = 0) -> bool:
+        """Take ``lines`` if they fit with ``spare`` lines (of at most a short line's size) left over."""
+        size = sum(len(printable_text(line)) + 1 for line in lines)
+        if len(lines) + spare > self.lines or size + spare * _COUNT_LINE > self.chars:
+            return False
+        self.lines -= len(lines)
+        self.chars -= size
+        return True
+
+
+def _failure_tail(text: str, failures: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The failures section's lines, each with the hosts it names (its heading none), when ``text``
+    ends with it; else none: a text not made by ``fleet_output`` is cut as it comes."""
+    if not failures:
+        return []
+    tail = [("Hosts without a result:", 0), *failures]
+    ending = "\n".join(line for line, _ in tail).rstrip()
+    if not (text == ending or text.endswith("\n" + ending)):
+        return []
+    return [(line, hosts) for (_, hosts), line in zip(tail, ending.split("\n"), strict=True)]
+
+
+def _failures_within(failed: list[tuple[str, int]], room: _Room) -> tuple[list[str], int]:
+    """The failures' heading and lines that fit in ``room`` and how many of them do not: when not all
+    fit, the last line shown counts the hosts the shown lines leave unnamed."""
+    lines = [line for line, _ in failed]
+    if room.take(lines):
+        return lines, 0
+    shown = 0
+    while shown < len(lines) and room.take(lines[shown : shown + 1], spare=1):
+        shown += 1
+    unnamed = sum(hosts for _, hosts in failed[shown:])
+    count = f"  … {plural(unnamed, 'more host')} without a result, named in the full text"
+    named = [*lines[:shown], count] if room.take([count]) else lines[:shown]  # held back by ``spare``
+    return named, len(lines) - shown
 
 
 def _shortened(line: str, width: int) -> str:

@@ -87,6 +87,8 @@ def test_the_merged_text_never_passes_its_line_budget(
     assert result["isError"] is False or "Invalid arguments" not in result["content"][0]["text"], result
     assert lines_read(result) <= LINE_BUDGET, result["content"]
     assert len(result["content"][0]["text"]) <= TEXT_BUDGET + 1_000, result["content"][0]["text"][-300:]
+    if any(shapes[n % len(shapes)][0] != "ok" for n in range(count)):  # named before any healthy detail
+        assert "Hosts without a result:" in result["content"][0]["text"].split("\n"), result["content"]
 
 
 @pytest.mark.anyio
@@ -128,3 +130,22 @@ async def test_one_hosts_line_of_a_megabyte_leaves_the_hosts_without_a_result_na
     assert f"xxxx … ({1_000_000 - 4_000 + 4:,} more characters not shown)" in text, text[-500:]
     assert text.split("\n")[-1] == "… every line is shown, 1 line shortened.", text[-500:]
     assert len(text) < TEXT_BUDGET and len(text.split("\n")) <= LINE_BUDGET
+
+
+@pytest.mark.anyio
+async def test_hosts_without_a_result_are_named_before_healthy_hosts_detail_in_a_cut_text() -> None:
+    """The failed hosts' lines came last and were the first cut: with 35 healthy hosts giving different
+    answers, the 6 unreachable ones were only counted in the tally, while healthy hosts' lines were shown."""
+    healthy = ("ok", "scanned /srv\n3 groups\n12 MiB wasted", True)  # each host's name in its text
+    down = ("unreachable", "Connection refused", True)  # each its own reason: one line per host
+    srv = server(ShapedFleet([healthy, healthy, healthy, healthy, healthy, down]))
+    result = await call(srv, {"path": "/srv", "hosts": ["all"]}, "find_duplicates")
+    text = result["content"][0]["text"]
+    lines = text.split("\n")
+    unreachable = [host for n, host in enumerate(HOSTS) if n % 6 == 5]
+    assert lines[0].startswith("35 of 41 hosts answered, 6 unreachable"), text
+    for host in unreachable:
+        assert f"  {host}: unreachable — {host}: Connection refused" in lines, text
+    assert "Hosts without a result:" in lines and "== web01 (0.01 s)" in lines, text
+    assert lines[-1] == "… 71 more lines not shown.", text  # the link to the full text is a block of its own
+    assert len(lines) == LINE_BUDGET - 1 and len(text) <= TEXT_BUDGET, text

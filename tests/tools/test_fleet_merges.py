@@ -13,13 +13,21 @@ from typing import Any
 import pytest
 
 from sysmcp.fleet.schema import fleet_tools, hosts_property
-from sysmcp.render import human_bytes
+from sysmcp.render import human_bytes, plural
 from sysmcp.tools import ALL_TOOLS
 from sysmcp.tools.dir_usage import TOOL as DIR_USAGE
 from sysmcp.tools.disk_usage import TOOL as DISK_USAGE
 from sysmcp.tools.file_sha256 import TOOL as FILE_SHA256
 from sysmcp.tools.find_duplicates import TOOL as FIND_DUPLICATES
-from sysmcp.tools.merging import HostOutcome, bound, default_merge, merge_readable, tally
+from sysmcp.tools.merging import (
+    HostOutcome,
+    bound,
+    default_merge,
+    failure_groups,
+    failure_lines,
+    merge_readable,
+    tally,
+)
 from sysmcp.tools.registry import Registry
 from tests.profile import needs_proc
 
@@ -213,6 +221,39 @@ def test_long_text_is_cut_to_the_line_budget_and_the_full_text_returned_for_keep
     assert len(cut.text.splitlines()) == 19 and cut.text.endswith("163 more lines not shown.")
     assert full == out.text
     assert bound(cut, budget=50) == (cut, None)
+
+
+def test_a_cut_text_names_the_hosts_without_a_result_before_healthy_hosts_and_counts_those_that_do_not_fit() -> (
+    None
+):
+    """The failures came last and were cut first: past the bounds, as many as fit are named, before any
+    healthy host's lines, and the hosts left unnamed are counted (a line naming 12 counts 12)."""
+    healthy = [HostOutcome(f"ok{i:02}", "ok", 1, None, f"ok{i:02} says\nmore") for i in range(30)]
+    down = [failed(f"down{i:02}", "unreachable", f"10.0.0.{i}: Connection refused") for i in range(20)]
+    slow = [failed(f"slow{i:02}", "timeout", "no answer within 30 s") for i in range(12)]
+    outcomes = [*healthy, *down, *slow]
+    out = default_merge(outcomes, {})
+    cut, full = bound(out, budget=20, failures=failure_groups(outcomes))
+    lines = cut.text.split("\n")
+    assert full == out.text and len(lines) == 19, cut.text
+    assert lines[0] == "30 of 62 hosts answered, 20 unreachable, 12 timeout.", cut.text
+    assert lines[1] == "Hosts without a result:", cut.text
+    assert lines[2:17] == [f"  down{i:02}: unreachable — 10.0.0.{i}: Connection refused" for i in range(15)]
+    assert lines[17:] == [
+        "  … 17 more hosts without a result, named in the full text",
+        f"… {plural(30 * 3 + 6, 'more line')} not shown.",
+    ], cut.text
+    by_chars, _ = bound(out, chars=1_000, failures=failure_groups(outcomes))
+    shown = by_chars.text.split("\n")  # the line counting what was left out is past the characters
+    assert (
+        len("\n".join(shown[:-1])) < 1_000 and "  down00: unreachable — 10.0.0.0: Connection refused" in shown
+    )
+    assert shown[-2].startswith("  … ") and shown[-2].endswith(
+        "more hosts without a result, named in the full text"
+    )
+    roomy, _ = bound(out, budget=60, failures=failure_groups(outcomes))  # every failure, and healthy hosts
+    every = failure_lines(outcomes)
+    assert roomy.text.split("\n")[-len(every) - 1 : -1] == every and "== ok00 (1.00 s)" in roomy.text
 
 
 def test_the_registry_adds_hosts_to_every_schema_only_with_a_fleet() -> None:
