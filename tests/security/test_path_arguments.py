@@ -18,6 +18,7 @@ from sysmcp.engine.paths import PathPolicy, real_root
 from sysmcp.protocol.failures import ToolError
 from sysmcp.tools.errors import as_tool_error
 from tests.harness import call_tool, tool_context
+from tests.profile import needs_proc
 
 #: Names under the tree, as ``tree`` makes them, each asked as written after the tree's path.
 CASES = (
@@ -229,6 +230,7 @@ async def test_a_dangling_symlink_is_named_with_where_it_leads_by_every_tool(
         ), (name, said)
 
 
+@needs_proc
 def test_a_link_that_cannot_be_read_is_no_name_before_a_dot_dot() -> None:
     """Another user's ``/proc/1/root`` is a link the kernel will not read (EACCES): ``stat`` says
     "Permission denied". No '..' is in the path, so the refusal must not explain one."""

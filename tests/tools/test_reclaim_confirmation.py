@@ -16,7 +16,7 @@ from sysmcp.reclaim._classes import RootsLayout
 from sysmcp.render import human_bytes
 from sysmcp.tools.reclaim import APPROVAL_FILES
 from sysmcp.tools.reclaim_plan import render
-from tests.profile import child_env, needs_proc
+from tests.profile import child_env, needs_proc, needs_xattrs
 from tests.reclaim.test_reclaim import HOLDER
 from tests.tools.test_reclaim_wire import duplicates, plan_of
 from tests.wire import result_text, spawn
@@ -295,6 +295,7 @@ def test_sysmcp_call_allow_reclaim_reclaim_help_describes_the_tool() -> None:
     assert b"usage: sysmcp call reclaim" in done.stdout and b"plan_id=<string>" in done.stdout
 
 
+@needs_xattrs
 async def test_a_link_item_longer_than_one_approval_links_the_rest_in_the_next_call(tmp_path: Path) -> None:
     """Each link the first call made moved the kept copy's ctime (it gained a name): the next call on the
     same plan and items is told so by the log of the first, and links the rest, rather than finding the

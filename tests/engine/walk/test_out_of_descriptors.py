@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sysmcp.engine.walk import Scanner, SkipCounter, SubtreeTotals, WalkOptions
 from tests.deep_trees import nest, put, under_limit
+from tests.profile import needs_proc
 
 #: Descriptors left to the walk above those the test process holds: fewer than the walk's budget (64).
 ROOM = 24
@@ -81,6 +82,7 @@ def test_a_split_walk_reads_a_chain_deeper_than_its_descriptors_in_full(deep_pat
     assert stopped is not None and f"limit of {limit:,}" in stopped and files == 0
 
 
+@needs_proc
 def test_descriptors_other_threads_close_before_the_count_do_not_make_our_emfile_the_filesystem_s(
     tmp_path: Path,
 ) -> None:
