@@ -750,3 +750,53 @@ def test_a_snapshot_pruned_between_its_head_and_its_directories_is_not_compared_
     answer = render(str(root), found, {"top_n": 10})[1]
     assert found.stopped == answer.stopped_reason == "snapshot_pruned"
     assert answer.complete is False  # nothing was compared: not a whole answer
+
+
+def test_files_tied_in_size_at_the_cut_of_the_largest_are_never_called_removed_from_an_unchanged_tree(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """The reviewer's case: 6,000 files of one size, two snapshots of the unchanged tree whose lists of
+    the largest files were cut among equals differently (a walk keeping 1,000, one keeping 100): a file
+    kept by the older and not the newer is still there, so it is not called removed (nor one kept by
+    the newer alone new); how many may have been cut among equals is said instead."""
+    for d in range(300):
+        for f in range(20):
+            write(root / f"d{d}" / f"f{f}", 4096, clock)
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(root))
+    older = record_scan(store, request, lambda r: scan_usage(r, clock=frozen), clock)
+    clock.now += 60
+    newer = record_scan(store, replace(request, top_files=100), lambda r: scan_usage(r, clock=frozen), clock)
+    assert older.snapshot is not None and newer.snapshot is not None
+    assert {f.path for f in older.snapshot.files} != {f.path for f in newer.snapshot.files}  # cut apart
+    clock.now += 60
+    found, _ = run(asked(root, clock), store, clock)
+    assert not found.fresh and found.diff is not None and found.diff.comparable
+    assert found.diff.removed_files == [] and found.diff.new_files == [] and found.diff.shrunk_files == []
+    text, answer, _ = render(str(root), found, {"top_n": 10})
+    assert "Largest files removed" not in text and "Largest new files" not in text
+    assert answer.removed_files in (None, []) and answer.new_files in (None, [])
+    assert len(found.diff.tied_files) == 100  # kept by the older only: said, not named
+    assert "100 files the older snapshot kept, of just the size of the smallest the newer kept" in text
+
+
+def test_a_fresh_scan_looks_again_at_files_tied_at_the_cut_and_names_only_the_one_gone(
+    root: Path, store: Store, clock: Clock
+) -> None:
+    """Compared with a scan of now, a file the older snapshot kept that is missing from the newer list
+    at just its smallest size is looked at again: the one deleted is removed, the rest still there are
+    neither removed nor said to be cut among equals."""
+    for d in range(300):
+        for f in range(20):
+            write(root / f"d{d}" / f"f{f}", 4096, clock)
+    request = UsageRequest(1000, 0, 1, True, 0, 60.0, root=os.fsencode(root))
+    older = record_scan(store, replace(request, top_files=100), lambda r: scan_usage(r, clock=frozen), clock)
+    assert older.snapshot is not None and len(older.snapshot.files) == 100
+    gone = older.snapshot.files[-1].path
+    (root / os.fsdecode(gone)).unlink()
+    clock.now += DAY
+    found, _ = run(asked(root, clock), store, clock)
+    assert found.fresh and found.diff is not None and found.diff.comparable
+    assert [f.path for f in found.diff.removed_files] == [gone] and found.diff.tied_files == []
+    assert found.diff.shrunk_files == [] and found.diff.new_files == []
+    text, _, _ = render(str(root), found, {"top_n": 10})
+    assert "cut from it among equals" not in text
