@@ -533,7 +533,7 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             if diff.new_maybe_grown:
                 notes.append(
                     f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
-                    "been there then, smaller than those"
+                    "been there then, no larger than the smallest of those"
                 )
             if diff.tied_files:
                 tied = len(diff.tied_files)
