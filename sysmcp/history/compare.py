@@ -265,13 +265,14 @@ def _diff(
 
 
 def _look_again(diff: ScanDiff, root: bytes) -> None:
-    """A file gone from a fresh scan's largest files may only have shrunk below them: one lstat each
-    tells (the snapshot is of now). One that cannot be looked at (a directory on the way replaced or
-    refused by the filesystem) is neither removed nor shrunk: a note says how many."""
+    """A file gone from a fresh scan's largest files may only have shrunk below them, or (of just the
+    size of the smallest kept) been cut from them among its equals: one lstat each tells (the snapshot
+    is of now). One that cannot be looked at (a directory on the way replaced or refused by the
+    filesystem) is neither removed nor shrunk: a note says how many."""
     removed = []
     untold: list[str] = []
     with Parents() as parents:
-        for row in diff.removed_files:
+        for row in diff.removed_files + diff.tied_files:  # the older list's order, largest first
             try:
                 st = lstat_below(parents, root, row.path)
             except OSError as exc:
@@ -281,7 +282,7 @@ def _look_again(diff: ScanDiff, root: bytes) -> None:
                 removed.append(row)
             elif (now := FileRow(row.path, st.st_blocks * 512, st.st_size, st.st_mtime)).disk < row.disk:
                 diff.shrunk_files.append((row, now))
-    diff.removed_files = removed
+    diff.removed_files, diff.tied_files = removed, []
     diff.shrunk_files.sort(key=most_lost)
     if untold:
         diff.notes.append(

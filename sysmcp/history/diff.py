@@ -84,6 +84,9 @@ class ScanDiff:
     shrinkage: Attribution | None = None  # where the shrinkage is
     new_files: list[FileRow] = field(default_factory=list)
     removed_files: list[FileRow] = field(default_factory=list)  # large files then, gone from the largest now
+    #: Files kept then, missing now from a full list whose smallest is just their size: cut among equals
+    #: or gone, not known which (a fresh scan looks at them again).
+    tied_files: list[FileRow] = field(default_factory=list)
     shrunk_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most lost first
     grown_files: list[tuple[FileRow, FileRow]] = field(default_factory=list)  # (then, now), most gained first
     unlisted: list[ScanSnapshot] = field(default_factory=list)  # the sides with no file list: none compared
@@ -187,10 +190,14 @@ def diff_scan_rows(
     grown = [(then[f.path], f) for f in new.files if f.path in then and f.disk > then[f.path].disk]
     result.grown_files = sorted(grown, key=lambda pair: (pair[0].disk - pair[1].disk, pair[0].path))
     # A snapshot keeps only its FILES_KEPT largest files: one missing from a full newer list is gone
-    # only if it was at least as large as the smallest kept there (else it may merely have shrunk).
+    # (or shrank below them) only if it was larger than the smallest kept there; one smaller may merely
+    # have shrunk, and one of just that size may have been cut from the list among its equals (the
+    # walk keeps ties in the order it meets them): neither is called removed.
     now = {f.path: f for f in new.files}
-    smallest = min((f.disk for f in new.files), default=0) if len(new.files) >= FILES_KEPT else 0
-    result.removed_files = [f for f in old.files if f.path not in now and f.disk >= smallest]
+    full = len(new.files) >= FILES_KEPT
+    smallest = min((f.disk for f in new.files), default=0) if full else -1
+    result.removed_files = [f for f in old.files if f.path not in now and f.disk > smallest]
+    result.tied_files = [f for f in old.files if f.path not in now and f.disk == smallest]
     shrunk = [(f, now[f.path]) for f in old.files if f.path in now and now[f.path].disk < f.disk]
     result.shrunk_files = sorted(shrunk, key=most_lost)
     return result

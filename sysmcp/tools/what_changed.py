@@ -533,7 +533,15 @@ def render(shown: str, found: Findings, args: dict[str, Any]) -> tuple[str, What
             if diff.new_maybe_grown:
                 notes.append(
                     f"the older snapshot kept only its {FILES_KEPT} largest files: a file named new may have "
-                    "been there then, smaller than those"
+                    "been there then, no larger than the smallest of those"
+                )
+            if diff.tied_files:
+                tied = len(diff.tied_files)
+                notes.append(
+                    f"{tied:,} file{'s' if tied != 1 else ''} the older snapshot kept, of just the size of the "
+                    f"smallest the newer kept ({human_bytes(diff.tied_files[0].disk)}), "
+                    f"{'are' if tied != 1 else 'is'} not in the newer's list: cut from it among equals or "
+                    "gone, not called removed"
                 )
             if diff.unlisted:
                 when = " and ".join(_when(snap.taken, precise) for snap in diff.unlisted)

@@ -97,6 +97,19 @@ def test_files_gone_from_the_largest_or_smaller_than_then_are_named_as_new_ones_
     assert kept_full.removed_files == []  # below the smallest kept now: it may only have shrunk
 
 
+def test_a_file_of_just_the_size_at_which_a_full_newer_list_was_cut_is_tied_not_removed() -> None:
+    """Equal sizes at the cut: the walk keeps ties in the order it meets them, so a file missing from
+    the newer list at the size of its smallest may be there still; one larger is gone (or shrank)."""
+    tied = [FileRow(f"t{i:03}".encode(), MiB, MiB, -1.0) for i in range(FILES_KEPT + 1)]  # unchanged since
+    larger = FileRow(b"larger", 2 * MiB, 2 * MiB, 1.0)
+    old_files = [larger, *tied[1 : FILES_KEPT - 1]]
+    diff = diff_scans(snap(0.0, OLD, files=old_files), snap(DAY, NEW, files=tied[:FILES_KEPT]))
+    assert [f.path for f in diff.removed_files] == [b"larger"]
+    assert diff.tied_files == [] and diff.new_files == []
+    cut_apart = diff_scans(snap(0.0, OLD, files=tied[1:]), snap(DAY, NEW, files=tied[:FILES_KEPT]))
+    assert cut_apart.removed_files == [] and [f.path for f in cut_apart.tied_files] == [b"t100"]
+
+
 @pytest.mark.parametrize("unlisted", ["older", "newer"])
 def test_a_snapshot_that_counted_files_but_kept_no_list_names_no_file_new_removed_or_shrunk(
     unlisted: str,

@@ -179,3 +179,22 @@ def test_a_lower_bound_whose_walk_stopped_early_says_it_counts_only_what_the_wal
         "PARTIAL RESULT: the walk for files modified since stopped early (time budget exhausted): the lower "
         "bound below counts only the files it reached; a larger timeout_s gives it more time."
     ), text
+
+
+def test_files_of_the_size_at_the_cut_are_counted_not_removed_and_one_rewritten_there_may_have_been_as_large() -> (
+    None
+):
+    """Of just the size of the smallest kept, a file missing from the newer list may have been cut from it
+    among equals: counted in a note, in the text and the structured answer alike, never named removed. A
+    file rewritten at that size since, new to the newer list, may have been there then just as large:
+    the caveat says "no larger", not "smaller"."""
+    tied = [FileRow(f"t{i:03}".encode(), MiB, MiB, THEN - 60) for i in range(FILES_KEPT)]
+    rewritten = FileRow(b"u", MiB, MiB, THEN + 30)
+    text, structured = words(snap(THEN, OLD, tied), snap(THEN + 38, NEW, [*tied[:-1], rewritten], id=2))
+    said = (
+        "1 file the older snapshot kept, of just the size of the smallest the newer kept (1.0 MiB), is not in"
+    )
+    assert "Largest files removed" not in text and structured.get("removed_files") in (None, [])
+    assert said in text and any(note.startswith(said) for note in structured["notes"]), structured["notes"]
+    caveat = "a file named new may have been there then, no larger than the smallest of those"
+    assert caveat in text and any(caveat in note for note in structured["notes"])
