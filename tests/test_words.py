@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from sysmcp.engine.hashing import ALGORITHMS, TreeHash
 from sysmcp.engine.mounts import Mount, MountTable
@@ -387,8 +388,8 @@ def test_the_instructions_say_a_partial_answer_is_said_first_whatever_stopped_it
     assert "stops early (timeout_s, no descriptor left) says PARTIAL first" in INSTRUCTIONS
 
 
-def test_one_entry_not_checked_is_singular() -> None:
-    """'1 of 1 entry were not checked'."""
+def stopped_check(entries: int, not_checked: int, **changed: Any) -> str:
+    """The text of a verify_checksums answer that stopped on its time budget with nothing found wrong."""
     from sysmcp.tools.verify_checksums import VerifyChecksums
     from sysmcp.tools.verify_checksums import render as render_check
 
@@ -397,46 +398,10 @@ def test_one_entry_not_checked_is_singular() -> None:
         base_dir="/srv",
         complete=False,
         stopped_reason="time budget of 1 s reached",
-        not_checked=1,
+        not_checked=not_checked,
         all_ok=False,
-        entries=1,
-        ok=0,
-        failed=0,
-        missing=0,
-        unreadable=0,
-        improperly_formatted=0,
-        new=None,
-        algorithms={},
-        bytes_hashed=0,
-        seconds=0.0,
-        failed_files=[],
-        missing_files=[],
-        unreadable_files=[],
-        improperly_formatted_lines=[],
-        new_files=[],
-        truncated=True,
-        report_uri="sysmcp://results/1/verify-report.txt",
-        walk_skipped={},
-    )
-    assert "1 of 1 entry was not checked." in render_check(answer, 1.0, 50, None, None)
-    answer = replace(answer, not_checked=2, entries=3)
-    assert "2 of 3 entries were not checked." in render_check(answer, 1.0, 50, None, None)
-
-
-def test_a_check_that_stopped_early_does_not_say_it_checked_the_entries_it_did_not() -> None:
-    """'Checked 2,000 entries of SUMS …; 2,000 not checked' when checking stopped before any entry."""
-    from sysmcp.tools.verify_checksums import VerifyChecksums
-    from sysmcp.tools.verify_checksums import render as render_check
-
-    answer = VerifyChecksums(
-        manifest="/srv/SHA256SUMS",
-        base_dir="/srv",
-        complete=False,
-        stopped_reason="time budget of 1 s reached",
-        not_checked=2_000,
-        all_ok=False,
-        entries=2_000,
-        ok=0,
+        entries=entries,
+        ok=entries - not_checked,
         failed=0,
         missing=0,
         unreadable=0,
@@ -454,9 +419,19 @@ def test_a_check_that_stopped_early_does_not_say_it_checked_the_entries_it_did_n
         report_uri=None,
         walk_skipped={},
     )
-    text = render_check(answer, 1.0, 50, None, None)
+    return render_check(replace(answer, **changed), 1.0, 50, None, None)
+
+
+def test_one_entry_not_checked_is_singular() -> None:
+    """'1 of 1 entry were not checked'."""
+    link = {"truncated": True, "report_uri": "sysmcp://results/1/verify-report.txt"}
+    assert "1 of 1 entry was not checked." in stopped_check(1, 1, **link)
+    assert "2 of 3 entries were not checked." in stopped_check(3, 2, **link)
+
+
+def test_a_check_that_stopped_early_does_not_say_it_checked_the_entries_it_did_not() -> None:
+    """'Checked 2,000 entries of SUMS …; 2,000 not checked' when checking stopped before any entry."""
+    text = stopped_check(2_000, 2_000)
     assert "\nChecked 0 of 2,000 entries of /srv/SHA256SUMS against /srv: 0 OK," in text, text
-    answer = replace(answer, not_checked=1, ok=1, entries=2)
-    assert "\nChecked 1 of 2 entries of /srv/SHA256SUMS against /srv: 1 OK," in render_check(
-        answer, 1.0, 50, None, None
-    )
+    text = stopped_check(2, 1)
+    assert "\nChecked 1 of 2 entries of /srv/SHA256SUMS against /srv: 1 OK," in text, text

@@ -10,10 +10,31 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.profile import UNDER_POSIX_PROFILE
+
+
+def in_private_namespace(script: str, *args: str) -> Any:
+    """What ``script`` (run by this Python with ``args``, in a mount namespace of its own, so that its
+    mounts leave no trace) printed as JSON; skips where that cannot be."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare")
+    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
+        pytest.skip("cannot create a private mount namespace here")
+    done = subprocess.run(
+        [unshare, "-m", "--propagation", "private", sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[3],
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
 
 WALK_WHILE_A_LOOP_IS_MADE = """
 import json, os, subprocess, sys
@@ -49,29 +70,7 @@ print(json.dumps([scanner.stopped, skipped.as_dict(), top.files, top.dirs]))
 
 @pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
 def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice(tmp_path: Path) -> None:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
-        pytest.skip("cannot create a private mount namespace here")
-    done = subprocess.run(
-        [
-            unshare,
-            "-m",
-            "--propagation",
-            "private",
-            sys.executable,
-            "-c",
-            WALK_WHILE_A_LOOP_IS_MADE,
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-    )
-    assert done.returncode == 0, done.stderr
-    stopped, skipped, files, dirs = json.loads(done.stdout)
+    stopped, skipped, files, dirs = in_private_namespace(WALK_WHILE_A_LOOP_IS_MADE, str(tmp_path))
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (1, 2)  # a/trigger; the root and a
 
@@ -124,29 +123,9 @@ def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_fi
 ) -> None:
     """The walk remembers the inode numbers it is inside of: leaving a directory of another filesystem
     that has the number of one above it must not forget that one."""
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
-        pytest.skip("cannot create a private mount namespace here")
-    done = subprocess.run(
-        [
-            unshare,
-            "-m",
-            "--propagation",
-            "private",
-            sys.executable,
-            "-c",
-            LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM,
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
+    made, stopped, skipped, files, dirs = in_private_namespace(
+        LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM, str(tmp_path)
     )
-    assert done.returncode == 0, done.stderr
-    made, stopped, skipped, files, dirs = json.loads(done.stdout)
     assert made
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (2, 24)  # a/big and the trigger; the root, a, the two below it and 20 d
@@ -201,30 +180,7 @@ def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(tmp_path: Pat
     """A parallel walk hands waiting subdirectories to other scanners: each must know every directory
     above its subtree, not only the one that handed it out, or a loop to the root (below the subtree,
     or the subtree itself) is walked again."""
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
-        pytest.skip("cannot create a private mount namespace here")
-    done = subprocess.run(
-        [
-            unshare,
-            "-m",
-            "--propagation",
-            "private",
-            sys.executable,
-            "-c",
-            LOOP_IN_A_HANDED_OUT_SUBTREE,
-            str(tmp_path),
-            where,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-    )
-    assert done.returncode == 0, done.stderr
-    files, skipped, handed_out = json.loads(done.stdout)
+    files, skipped, handed_out = in_private_namespace(LOOP_IN_A_HANDED_OUT_SUBTREE, str(tmp_path), where)
     assert ("a/c/d" in handed_out) == (where == "below")  # the loop itself is not handed out
     assert skipped == {"directory_loop": 1}
     assert files == ["a/c/g", "a/h", "b/f"]
@@ -254,28 +210,6 @@ print(json.dumps([stopped, skipped.as_dict(), whole.entries, parts["a"].entries]
 def test_a_totals_walk_skips_a_loop_made_mid_walk_as_the_scanner_does(tmp_path: Path) -> None:
     """``walk_totals`` (container_usage's reconciliation) walked into the bind mount of its root made
     below it: the root's tree counted twice (a bind mount does not carry the one made on itself)."""
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
-        pytest.skip("cannot create a private mount namespace here")
-    done = subprocess.run(
-        [
-            unshare,
-            "-m",
-            "--propagation",
-            "private",
-            sys.executable,
-            "-c",
-            TOTALS_WHILE_A_LOOP_IS_MADE,
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-    )
-    assert done.returncode == 0, done.stderr
-    stopped, skipped, entries, in_a = json.loads(done.stdout)
+    stopped, skipped, entries, in_a = in_private_namespace(TOTALS_WHILE_A_LOOP_IS_MADE, str(tmp_path))
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (entries, in_a) == (5, 3)  # the root, a, a/b, a/b/f and the name a/b/loop: nothing below it
