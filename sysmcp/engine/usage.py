@@ -39,20 +39,14 @@ SHARED = Sharing()  # a long walk shared with the usable CPUs' processes, at mos
 
 
 class TopN:
-    """The ``capacity`` largest items seen, in a min-heap: memory fixed however many are offered.
+    """The ``capacity`` largest items seen, in a min-heap: memory fixed however many are offered."""
 
-    Items of one key at the cut are kept by ``name_of(item)`` when given, the smaller name first: the
-    same items whatever order they are offered in (a walk meets files in the order its directories
-    list them and its processes finish), so two walks of an unchanged tree keep the same largest
-    files. Without it, by arrival (the earlier kept)."""
+    __slots__ = ("_heap", "_tick", "capacity")
 
-    __slots__ = ("_heap", "_name_of", "_tick", "capacity")
-
-    def __init__(self, capacity: int, name_of: Callable[[Any], str] | None = None) -> None:
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._heap: list[tuple[int, Any, Any]] = []
+        self._heap: list[tuple[int, int, Any]] = []
         self._tick = 0
-        self._name_of = name_of
 
     @property
     def full(self) -> bool:
@@ -64,44 +58,17 @@ class TopN:
         return self._heap[0][0] if self.full else -1
 
     def offer(self, key: int, item: Any) -> None:
-        # The tie (a name, else the tick) orders equal keys and keeps items from ever being compared.
+        # The tick breaks ties by arrival (earlier wins) and keeps items from ever being compared.
         if not self.capacity:
             return
         self._tick += 1  # counted for every offer: the order of arrival is kept all the same
-        heap, name_of = self._heap, self._name_of
-        if len(heap) < self.capacity:
-            heapq.heappush(heap, (key, _Later(name_of(item)) if name_of else -self._tick, item))
-        elif key > heap[0][0]:
-            heapq.heapreplace(heap, (key, _Later(name_of(item)) if name_of else -self._tick, item))
-        elif key == heap[0][0] and name_of is not None and (name := name_of(item)) < heap[0][1].name:
-            heapq.heapreplace(heap, (key, _Later(name), item))
+        if len(self._heap) < self.capacity:
+            heapq.heappush(self._heap, (key, -self._tick, item))
+        elif key > self._heap[0][0]:
+            heapq.heapreplace(self._heap, (key, -self._tick, item))
 
     def largest(self) -> list[Any]:
-        """The items kept, the largest first; among equals the smaller name (or the earlier) first."""
-        return [item for _, _, item in sorted(self._heap, key=lambda t: (t[0], t[1]), reverse=True)]
-
-
-class _Later:
-    """A name that sorts before another when it is the later of the two: the heap's smallest entry is
-    then the one to drop, of the smallest key the greatest name."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Later) and self.name == other.name
-
-    def __lt__(self, other: _Later) -> bool:
-        return other.name < self.name
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def _relative(row: tuple[Any, ...]) -> str:
-    """A listed file's name relative to the root: ``(apparent, disk, relative, dev, ino, mtime)``."""
-    return str(row[2])
+        return [item for _, _, item in sorted(self._heap, key=lambda t: (-t[0], -t[1]))]
 
 
 class FileRow(NamedTuple):
@@ -277,7 +244,7 @@ class TopLists:
 
     def __init__(self, request: UsageRequest) -> None:
         self.request = request
-        self.top_files = TopN(request.top_files, name_of=_relative)
+        self.top_files = TopN(request.top_files)
         self.top_dirs = TopN(request.top_directories)
         self.eligible_directories = 0
         self.totals: SubtreeTotals | None = None
@@ -309,11 +276,10 @@ class TopLists:
     def raise_floor(self, scanner: Scanner) -> None:
         """Tell the scanner to leave smaller files out of the next listings altogether."""
         if self.top_files.full:
-            # As large as the smallest kept, not larger: one of its size may yet be kept by its name.
             if self.request.by_disk:
-                scanner.block_floor = self.top_files.floor // 512
+                scanner.block_floor = self.top_files.floor // 512 + 1
             else:
-                scanner.file_floor = self.top_files.floor
+                scanner.file_floor = self.top_files.floor + 1
 
     def take(self, event: Listing | SubtreeTotals, scanner: Scanner) -> None:
         request = self.request

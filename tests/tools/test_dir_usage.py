@@ -284,33 +284,6 @@ def test_top_n_heap_keeps_the_largest_and_breaks_ties_by_arrival() -> None:
     assert empty.largest() == [] and not empty.full
 
 
-def test_top_n_heap_with_names_keeps_the_same_items_among_equals_whatever_order_they_come_in() -> None:
-    offered = [(5, "m"), (5, "b"), (9, "z"), (5, "a"), (5, "q"), (1, "c")]
-    kept = []
-    for order in itertools.permutations(offered):
-        top = TopN(3, name_of=str)
-        for key, item in order:
-            top.offer(key, item)
-        kept.append(top.largest())
-    assert all(each == ["z", "a", "b"] for each in kept)
-
-
-@pytest.mark.parametrize("by_disk", [True, False])
-def test_a_walk_keeps_the_files_of_one_size_at_the_cut_by_name_not_by_the_order_it_meets_them(
-    tmp_path: Path, by_disk: bool
-) -> None:
-    """6,000 files of one size, 100 kept: the first 100 by name, so two walks of an unchanged tree
-    (their directories listed or their processes done in another order) keep the same ones."""
-    for d in range(300):
-        (tmp_path / f"d{d}").mkdir()
-        for f in range(20):
-            (tmp_path / f"d{d}" / f"f{f}").write_bytes(b"x" * 4096)
-    names = sorted(f"d{d}/f{f}" for d in range(300) for f in range(20))
-    request = UsageRequest(100, 0, 1, by_disk, 0, 60.0, root=os.fsencode(tmp_path))
-    usage = scan_usage(request, clock=lambda: 0.0)
-    assert [row.relative for row in usage.files] == names[:100]
-
-
 def test_the_result_store_evicts_the_oldest_beyond_its_cap_and_encodes_names() -> None:
     store = ResultStore(cap_bytes=1000)
     first = store.put("dir_usage-my dir#1.tsv", "a" * 400, description="one")

@@ -535,21 +535,19 @@ class Scanner:
     def _prune(
         self, files: list[tuple[str, os.stat_result]], floor: int, block_floor: int
     ) -> tuple[int, int]:
-        """Keep the ``keep_files`` largest of a directory's files so far (the smaller name first among
-        equals, as the consumer's heap keeps them) and raise this directory's floors to the smallest
-        kept: one of just its size may still be kept by its name."""
+        """Keep the ``keep_files`` largest of a directory's files so far (earlier first among equals,
+        as the consumer's heap would) and raise this directory's floors past the smallest kept."""
         config = self._config
         by_disk, min_size, keep = config.keep_by_disk, config.min_file_size, config.keep_files
 
         def key(item: tuple[str, os.stat_result]) -> int:
             return item[1].st_blocks if by_disk else item[1].st_size
 
-        ranked = sorted(
-            (item for item in files if item[1].st_size >= min_size), key=lambda item: (-key(item), item[0])
-        )
+        # reverse=True keeps equal keys in their original order: the earlier one stays, as in the heap
+        ranked = sorted((item for item in files if item[1].st_size >= min_size), key=key, reverse=True)
         files[:] = ranked[:keep]
         if len(files) == keep:
-            smallest = key(files[-1])
+            smallest = key(files[-1]) + 1
             if by_disk:
                 block_floor = max(block_floor, smallest)
             else:
