@@ -4,43 +4,15 @@ it once and warns of the cycle)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from tests.profile import UNDER_POSIX_PROFILE
-
-
-def in_private_namespace(script: str, *args: str) -> Any:
-    """What ``script`` (run by this Python with ``args``, in a mount namespace of its own, so that its
-    mounts leave no trace) printed as JSON; skips where that cannot be."""
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs root and unshare")
-    if subprocess.run([unshare, "-m", "--propagation", "private", "true"], capture_output=True).returncode:
-        pytest.skip("cannot create a private mount namespace here")
-    done = subprocess.run(
-        [unshare, "-m", "--propagation", "private", sys.executable, "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
+from tests.loopfs import in_private_namespace, needs_loop_mounts
 
 WALK_WHILE_A_LOOP_IS_MADE = """
 import json, os, subprocess, sys
 from sysmcp.engine.walk import Scanner, ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
 
-root = sys.argv[1]
+root = sys.argv[-1]
 os.makedirs(os.path.join(root, "a", "loop"))
 open(os.path.join(root, "a", "trigger"), "wb").write(b"x" * 1000)
 made = []
@@ -68,9 +40,9 @@ print(json.dumps([scanner.stopped, skipped.as_dict(), top.files, top.dirs]))
 """
 
 
-@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
-def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice(tmp_path: Path) -> None:
-    stopped, skipped, files, dirs = in_private_namespace(WALK_WHILE_A_LOOP_IS_MADE, str(tmp_path))
+@needs_loop_mounts("mount")
+def test_a_directory_loop_made_mid_walk_is_skipped_not_counted_twice() -> None:
+    stopped, skipped, files, dirs = in_private_namespace(["-c", WALK_WHILE_A_LOOP_IS_MADE], "sysmcp-loop-")
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (files, dirs) == (1, 2)  # a/trigger; the root and a
 
@@ -79,7 +51,7 @@ LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM = """
 import json, os, subprocess, sys
 from sysmcp.engine.walk import Scanner, ScanConfig, SkipCounter, SubtreeTotals, WalkOptions
 
-root = sys.argv[1]
+root = sys.argv[-1]
 subprocess.run(["mount", "-t", "tmpfs", "one", root], check=True)
 a = os.path.join(root, "a")
 os.mkdir(a)
@@ -117,14 +89,12 @@ print(json.dumps([bool(made), scanner.stopped, skipped.as_dict(), top.files, top
 """
 
 
-@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="mounts in a private mount namespace: Linux only")
-def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_filesystem_was_left(
-    tmp_path: Path,
-) -> None:
+@needs_loop_mounts("mount")
+def test_a_loop_is_seen_after_a_directory_of_the_same_inode_number_on_another_filesystem_was_left() -> None:
     """The walk remembers the inode numbers it is inside of: leaving a directory of another filesystem
     that has the number of one above it must not forget that one."""
     made, stopped, skipped, files, dirs = in_private_namespace(
-        LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM, str(tmp_path)
+        ["-c", LOOP_AFTER_A_SAME_NUMBER_ON_ANOTHER_FILESYSTEM], "sysmcp-loop-"
     )
     assert made
     assert (stopped, skipped) == (None, {"directory_loop": 1})
@@ -135,7 +105,7 @@ LOOP_IN_A_HANDED_OUT_SUBTREE = """
 import json, os, subprocess, sys
 from sysmcp.engine.walk import Listing, Scanner, SkipCounter, WalkOptions
 
-root, where = sys.argv[1], sys.argv[2]
+where, root = sys.argv[1], sys.argv[2]
 c = os.path.join(root, "a", "c")
 os.makedirs(os.path.join(c, "d"))
 open(os.path.join(root, "a", "h"), "wb").write(b"h")
@@ -174,13 +144,15 @@ print(json.dumps([sorted(files), skipped.as_dict(), handed_out]))
 """
 
 
-@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
+@needs_loop_mounts("mount")
 @pytest.mark.parametrize("where", ["below", "handed_out"])
-def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(tmp_path: Path, where: str) -> None:
+def test_a_loop_in_a_subtree_handed_out_to_another_scanner_is_seen(where: str) -> None:
     """A parallel walk hands waiting subdirectories to other scanners: each must know every directory
     above its subtree, not only the one that handed it out, or a loop to the root (below the subtree,
     or the subtree itself) is walked again."""
-    files, skipped, handed_out = in_private_namespace(LOOP_IN_A_HANDED_OUT_SUBTREE, str(tmp_path), where)
+    files, skipped, handed_out = in_private_namespace(
+        ["-c", LOOP_IN_A_HANDED_OUT_SUBTREE, where], "sysmcp-loop-"
+    )
     assert ("a/c/d" in handed_out) == (where == "below")  # the loop itself is not handed out
     assert skipped == {"directory_loop": 1}
     assert files == ["a/c/g", "a/h", "b/f"]
@@ -190,7 +162,7 @@ TOTALS_WHILE_A_LOOP_IS_MADE = """
 import json, os, subprocess, sys
 from sysmcp.engine.walk import walk_totals
 
-root = sys.argv[1]
+root = sys.argv[-1]
 os.makedirs(os.path.join(root, "a", "b", "loop"))
 open(os.path.join(root, "a", "b", "f"), "wb").write(b"x" * 1000)
 made = []
@@ -206,10 +178,12 @@ print(json.dumps([stopped, skipped.as_dict(), whole.entries, parts["a"].entries]
 """
 
 
-@pytest.mark.skipif(UNDER_POSIX_PROFILE, reason="bind mounts in a private mount namespace: Linux only")
-def test_a_totals_walk_skips_a_loop_made_mid_walk_as_the_scanner_does(tmp_path: Path) -> None:
+@needs_loop_mounts("mount")
+def test_a_totals_walk_skips_a_loop_made_mid_walk_as_the_scanner_does() -> None:
     """``walk_totals`` (container_usage's reconciliation) walked into the bind mount of its root made
     below it: the root's tree counted twice (a bind mount does not carry the one made on itself)."""
-    stopped, skipped, entries, in_a = in_private_namespace(TOTALS_WHILE_A_LOOP_IS_MADE, str(tmp_path))
+    stopped, skipped, entries, in_a = in_private_namespace(
+        ["-c", TOTALS_WHILE_A_LOOP_IS_MADE], "sysmcp-loop-"
+    )
     assert (stopped, skipped) == (None, {"directory_loop": 1})
     assert (entries, in_a) == (5, 3)  # the root, a, a/b, a/b/f and the name a/b/loop: nothing below it
